@@ -1,0 +1,215 @@
+//! The `keel` command: format log directories, run a broker, or run a ready-made local
+//! development broker.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use base64::Engine;
+use clap::{Args, Parser, Subcommand};
+use keel_log::storage::{OsStorage, Storage};
+use keel_log::LogDir;
+use keel_node::clock::SystemClock;
+use keel_node::config::{self, BrokerConfig};
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+use uuid::Uuid;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "keel",
+    version,
+    about = "A Kafka-compatible, durability-first log broker"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Format the log directories named by a config file (like kafka-storage.sh format).
+    Format {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Cluster id (Kafka's 22-character base64 form); generated when omitted.
+        #[arg(long, short = 't')]
+        cluster_id: Option<String>,
+    },
+    /// Run a broker from a config file.
+    Server {
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Run a local development broker: formats on first use, data under --data-dir.
+    Dev {
+        /// Where the data lives.
+        #[arg(long, default_value = "./keel-data")]
+        data_dir: PathBuf,
+        /// Client port on 127.0.0.1.
+        #[arg(long, default_value_t = 9092)]
+        port: u16,
+        /// Extra broker properties (`key=value`), applied last.
+        #[arg(long = "override", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+    },
+    /// Print a new random cluster id.
+    RandomClusterId,
+}
+
+#[derive(Args, Debug)]
+struct ConfigArgs {
+    /// A Kafka-style `.properties` file.
+    #[arg(long, short = 'c')]
+    config: PathBuf,
+    /// Properties (`key=value`) that override the file's.
+    #[arg(long = "override", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Format { config, cluster_id } => {
+            let config = load_config(&config.config, &config.overrides)?;
+            let cluster_id = cluster_id.unwrap_or_else(random_cluster_id);
+            format_dirs(&config, &cluster_id)?;
+            println!(
+                "Formatted {} log dir(s) for cluster {cluster_id}",
+                config.log_dirs.len()
+            );
+            Ok(())
+        }
+        Command::Server { config } => {
+            let config = load_config(&config.config, &config.overrides)?;
+            run(config)
+        }
+        Command::Dev {
+            data_dir,
+            port,
+            overrides,
+        } => dev(&data_dir, port, &overrides),
+        Command::RandomClusterId => {
+            println!("{}", random_cluster_id());
+            Ok(())
+        }
+    }
+}
+
+/// Kafka's cluster-id form: a random UUID as 22 characters of URL-safe base64.
+fn random_cluster_id() -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Uuid::new_v4().as_bytes())
+}
+
+fn load_config(path: &Path, overrides: &[String]) -> anyhow::Result<BrokerConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    let mut props = config::parse_properties(&text)
+        .with_context(|| format!("in config file {}", path.display()))?;
+    apply_overrides(&mut props, overrides)?;
+    Ok(BrokerConfig::from_properties(&props)?)
+}
+
+fn apply_overrides(
+    props: &mut BTreeMap<String, String>,
+    overrides: &[String],
+) -> anyhow::Result<()> {
+    for o in overrides {
+        let (key, value) =
+            config::parse_override(o).with_context(|| format!("bad --override {o:?}"))?;
+        props.insert(key, value);
+    }
+    Ok(())
+}
+
+fn format_dirs(config: &BrokerConfig, cluster_id: &str) -> anyhow::Result<()> {
+    let storage: Arc<dyn Storage> = Arc::new(OsStorage::new());
+    for dir in &config.log_dirs {
+        LogDir::format(
+            storage.clone(),
+            dir,
+            cluster_id,
+            config.node_id,
+            Uuid::new_v4(),
+        )
+        .with_context(|| format!("cannot format {}", dir.display()))?;
+    }
+    Ok(())
+}
+
+fn run(config: BrokerConfig) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("keel")
+        .build()?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        spawn_signal_handler(shutdown.clone())?;
+        keel_node::runtime::run(
+            config,
+            Arc::new(OsStorage::new()),
+            Arc::new(SystemClock),
+            shutdown,
+            |ready| eprintln!("keel: ready bootstrap.servers={}", ready.bootstrap),
+        )
+        .await
+    })
+}
+
+/// SIGINT and SIGTERM start an orderly shutdown; a second signal exits at once.
+fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = terminate.recv() => info!("SIGTERM received"),
+            _ = interrupt.recv() => info!("SIGINT received"),
+        }
+        shutdown.cancel();
+        tokio::select! {
+            _ = terminate.recv() => {},
+            _ = interrupt.recv() => {},
+        }
+        eprintln!("keel: second signal, exiting without a clean shutdown");
+        std::process::exit(130);
+    });
+    Ok(())
+}
+
+fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let data_dir = data_dir
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", data_dir.display()))?;
+    let log_dir = data_dir.join("broker-1");
+    let mut props = BTreeMap::new();
+    props.insert("node.id".to_string(), "1".to_string());
+    props.insert("log.dirs".to_string(), log_dir.display().to_string());
+    props.insert(
+        "listeners".to_string(),
+        format!("PLAINTEXT://127.0.0.1:{port}"),
+    );
+    apply_overrides(&mut props, overrides)?;
+    let config = BrokerConfig::from_properties(&props)?;
+    if !log_dir.join("meta.properties").exists() {
+        let cluster_id = random_cluster_id();
+        format_dirs(&config, &cluster_id)?;
+        eprintln!(
+            "keel: formatted {} for cluster {cluster_id}",
+            log_dir.display()
+        );
+    }
+    eprintln!("keel: dev broker, data in {}", data_dir.display());
+    run(config)
+}

@@ -1,0 +1,180 @@
+//! [`LogError`]: every error the crate returns, split into API errors (bad requests: the broker
+//! answers them with a Kafka error code and carries on) and fatal errors (IO failures, corrupt
+//! metadata files, a log directory that belongs to someone else: the broker must not carry on
+//! with this directory). [`LogError::is_fatal`] and [`LogError::kafka_error_code`] classify them;
+//! both match exhaustively, so a new variant must be classified.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::batch::BatchError;
+use crate::types::Offset;
+
+/// Errors of the log crate.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    // ---- API errors ----
+    /// A batch failed structural or CRC validation (`CORRUPT_MESSAGE`).
+    #[error("corrupt record batch: {0}")]
+    CorruptRecord(BatchError),
+    /// A batch is well formed but breaks a rule (`INVALID_RECORD`).
+    #[error("invalid record batch: {reason}")]
+    InvalidRecord {
+        /// What rule was broken.
+        reason: String,
+    },
+    /// A batch is larger than `max.message.bytes` (`MESSAGE_TOO_LARGE`).
+    #[error("record batch of {batch_bytes} bytes exceeds max.message.bytes {max_message_bytes}")]
+    RecordTooLarge {
+        /// Size of the offending batch.
+        batch_bytes: u64,
+        /// The configured limit.
+        max_message_bytes: u64,
+    },
+    /// A batch is not magic 2 (`UNSUPPORTED_FOR_MESSAGE_FORMAT`).
+    #[error("unsupported record batch magic {magic}")]
+    UnsupportedMagic {
+        /// The magic found.
+        magic: i8,
+    },
+    /// An offset outside `[log start offset, log end offset]` (`OFFSET_OUT_OF_RANGE`).
+    #[error("offset {requested} is outside the log range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        /// The requested offset.
+        requested: Offset,
+        /// The log start offset.
+        log_start_offset: Offset,
+        /// The log end offset.
+        log_end_offset: Offset,
+    },
+    /// A follower append whose batches do not continue the log exactly.
+    #[error("follower append starts at offset {found}, expected the log end offset {expected}")]
+    UnexpectedAppendOffset {
+        /// The log end offset (or the offset after the previous batch).
+        expected: Offset,
+        /// The base offset of the batch.
+        found: Offset,
+    },
+
+    // ---- fatal errors ----
+    /// A storage operation failed.
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A checkpoint, properties or marker file cannot be parsed.
+    #[error("corrupt file {}: {reason}", path.display())]
+    CorruptFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The log directory has no `meta.properties`.
+    #[error("log directory {} is not formatted (no meta.properties); run `keel format`", path.display())]
+    NotFormatted {
+        /// The log directory.
+        path: PathBuf,
+    },
+    /// `meta.properties` names another cluster.
+    #[error("log directory {} belongs to cluster {found}, but this node is configured for cluster {expected}", path.display())]
+    ClusterIdMismatch {
+        /// The log directory.
+        path: PathBuf,
+        /// Cluster id in the configuration.
+        expected: String,
+        /// Cluster id in `meta.properties`.
+        found: String,
+    },
+    /// `meta.properties` names another node.
+    #[error("log directory {} belongs to node {found}, but this node is configured as node {expected}", path.display())]
+    NodeIdMismatch {
+        /// The log directory.
+        path: PathBuf,
+        /// Node id in the configuration.
+        expected: i32,
+        /// Node id in `meta.properties`.
+        found: i32,
+    },
+    /// Formatting a directory already formatted for another cluster or node.
+    #[error("log directory {} is already formatted for cluster {found_cluster_id} node {found_node_id}; refusing to format it for cluster {cluster_id} node {node_id}", path.display())]
+    AlreadyFormatted {
+        /// The log directory.
+        path: PathBuf,
+        /// Cluster id asked for.
+        cluster_id: String,
+        /// Node id asked for.
+        node_id: i32,
+        /// Cluster id on disk.
+        found_cluster_id: String,
+        /// Node id on disk.
+        found_node_id: i32,
+    },
+    /// A `LogConfig` value out of range.
+    #[error("invalid log config: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl LogError {
+    /// Builds an [`LogError::Io`] for `path`.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::Io { op, path, source }
+    }
+
+    /// Maps a batch validation failure to the API error Kafka would return for it.
+    pub fn from_batch_error(error: BatchError) -> LogError {
+        match error {
+            BatchError::UnsupportedMagic { magic, .. } => LogError::UnsupportedMagic { magic },
+            other => LogError::CorruptRecord(other),
+        }
+    }
+
+    /// Whether the error is fatal for the log directory (as opposed to a rejected request).
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            LogError::CorruptRecord(_)
+            | LogError::InvalidRecord { .. }
+            | LogError::RecordTooLarge { .. }
+            | LogError::UnsupportedMagic { .. }
+            | LogError::OffsetOutOfRange { .. }
+            | LogError::UnexpectedAppendOffset { .. } => false,
+            LogError::Io { .. }
+            | LogError::CorruptFile { .. }
+            | LogError::NotFormatted { .. }
+            | LogError::ClusterIdMismatch { .. }
+            | LogError::NodeIdMismatch { .. }
+            | LogError::AlreadyFormatted { .. }
+            | LogError::InvalidConfig { .. } => true,
+        }
+    }
+
+    /// The Kafka error code an API error maps to at the protocol boundary; `None` for fatal
+    /// errors and for errors without a client-facing code.
+    pub fn kafka_error_code(&self) -> Option<i16> {
+        match self {
+            LogError::OffsetOutOfRange { .. } => Some(1),
+            LogError::CorruptRecord(_) => Some(2),
+            LogError::RecordTooLarge { .. } => Some(10),
+            LogError::UnsupportedMagic { .. } => Some(43),
+            LogError::InvalidRecord { .. } => Some(87),
+            LogError::UnexpectedAppendOffset { .. }
+            | LogError::Io { .. }
+            | LogError::CorruptFile { .. }
+            | LogError::NotFormatted { .. }
+            | LogError::ClusterIdMismatch { .. }
+            | LogError::NodeIdMismatch { .. }
+            | LogError::AlreadyFormatted { .. }
+            | LogError::InvalidConfig { .. } => None,
+        }
+    }
+}

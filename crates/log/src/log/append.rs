@@ -1,0 +1,202 @@
+//! Appends: as leader (validate, assign offsets, stamp the leader epoch and LogAppendTime) and
+//! as follower (batches already carry offsets and epochs). Both are all-or-nothing: if any
+//! batch is invalid, nothing is written.
+
+use crate::batch::{
+    parse_batches, set_base_offset, set_log_append_time, set_partition_leader_epoch, BatchHeader,
+    BatchView,
+};
+use crate::config::TimestampType;
+use crate::error::LogError;
+use crate::types::{LeaderEpoch, TimestampOffset};
+
+use super::{AppendInfo, Log};
+
+/// Largest buffer accepted by one append (segment positions are `u32`).
+pub const APPEND_BYTES_MAX: usize = i32::MAX as usize;
+
+impl Log {
+    /// Appends producer batches as the leader in `leader_epoch`.
+    ///
+    /// Each batch must be a valid magic-2 batch (length, CRC-32C), at most `max.message.bytes`,
+    /// and hold `lastOffsetDelta + 1` records. Offsets are assigned from the log end offset,
+    /// `partitionLeaderEpoch` is set to `leader_epoch`, and for LogAppendTime topics
+    /// `maxTimestamp` becomes `now_ms`. The segment rolls first if needed; the flush policy runs
+    /// after.
+    pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        if leader_epoch.0 < 0 {
+            return Err(LogError::InvalidRecord {
+                reason: format!("leader epoch {leader_epoch} is negative"),
+            });
+        }
+        let views = parse_and_check_size(records)?;
+        for view in &views {
+            self.validate_producer_batch(view)?;
+        }
+        let first_offset = self.log_end_offset();
+        let mut buf = records.to_vec();
+        let mut batches = Vec::with_capacity(views.len());
+        let mut next = first_offset;
+        let log_append_time_ms =
+            (self.config.timestamp_type == TimestampType::LogAppendTime).then_some(now_ms);
+        for view in &views {
+            let bytes = &mut buf[view.position..view.position + view.bytes.len()];
+            set_base_offset(bytes, next);
+            set_partition_leader_epoch(bytes, leader_epoch);
+            if let Some(time) = log_append_time_ms {
+                set_log_append_time(bytes, time);
+            }
+            let header = BatchHeader::parse(bytes).expect("a validated batch has a header");
+            debug_assert!(
+                crate::batch::parse_batch_at(bytes, 0).is_ok(),
+                "CRC survives rewrite"
+            );
+            assert_eq!(header.base_offset, next, "offset assigned");
+            next = header.next_offset();
+            batches.push((view.position, header));
+        }
+        let changed = self.epochs.assign(leader_epoch, first_offset);
+        self.save_epochs_if(changed)?;
+        let mut info = self.append_batches(&buf, &batches, now_ms)?;
+        info.log_append_time_ms = log_append_time_ms;
+        Ok(info)
+    }
+
+    /// Appends batches replicated from the leader. They keep their offsets and epochs: the first
+    /// must start at the log end offset and each must start where the previous ended. The epoch
+    /// cache learns every batch's `partitionLeaderEpoch`. `max.message.bytes` is not enforced
+    /// (the leader did; Kafka's followers ignore it too).
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let views = parse_and_check_size(records)?;
+        let mut expected = self.log_end_offset();
+        for view in &views {
+            if view.header.base_offset != expected {
+                return Err(LogError::UnexpectedAppendOffset {
+                    expected,
+                    found: view.header.base_offset,
+                });
+            }
+            expected = view.header.next_offset();
+        }
+        let mut changed = false;
+        for view in &views {
+            if let Some(epoch) = view.header.leader_epoch() {
+                changed |= self.epochs.assign(epoch, view.header.base_offset);
+            }
+        }
+        self.save_epochs_if(changed)?;
+        let batches: Vec<_> = views.iter().map(|v| (v.position, v.header)).collect();
+        self.append_batches(records, &batches, now_ms)
+    }
+
+    /// Kafka's producer-batch rules beyond structure: size limit and a consistent record count.
+    fn validate_producer_batch(&self, view: &BatchView<'_>) -> Result<(), LogError> {
+        let size = view.bytes.len() as u64;
+        if size > self.config.max_message_bytes {
+            return Err(LogError::RecordTooLarge {
+                batch_bytes: size,
+                max_message_bytes: self.config.max_message_bytes,
+            });
+        }
+        let header = &view.header;
+        if header.records_count <= 0 {
+            return Err(LogError::InvalidRecord {
+                reason: format!("batch reports {} records", header.records_count),
+            });
+        }
+        if i64::from(header.records_count) != i64::from(header.last_offset_delta) + 1 {
+            return Err(LogError::InvalidRecord {
+                reason: format!(
+                    "batch holds {} records but spans {} offsets",
+                    header.records_count,
+                    i64::from(header.last_offset_delta) + 1
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Writes validated batches that start at the log end offset: rolls if needed, appends,
+    /// applies the flush policy.
+    fn append_batches(
+        &mut self,
+        bytes: &[u8],
+        batches: &[(usize, BatchHeader)],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let first = batches.first().expect("at least one batch").1;
+        let last = batches.last().expect("at least one batch").1;
+        assert_eq!(
+            first.base_offset,
+            self.log_end_offset(),
+            "append at the log end"
+        );
+        if let Some(reason) =
+            self.active()
+                .roll_reason(bytes.len() as u64, last.last_offset(), now_ms, &self.config)
+        {
+            tracing::debug!(dir = %self.dir.display(), ?reason, "rolling segment");
+            self.roll()?;
+        }
+        let io_error = self.io_error("append");
+        self.active_mut()
+            .append(bytes, batches, now_ms)
+            .map_err(io_error)?;
+        let info = AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            max_timestamp: max_timestamp(batches),
+            log_append_time_ms: None,
+            record_count: (last.next_offset().0 - first.base_offset.0) as u64,
+            batch_count: batches.len(),
+            size_bytes: bytes.len() as u64,
+        };
+        assert_eq!(
+            self.log_end_offset(),
+            last.next_offset(),
+            "log end advanced"
+        );
+        self.maybe_flush(now_ms)?;
+        Ok(info)
+    }
+}
+
+/// Parses and validates every batch; at least one, and not more than [`APPEND_BYTES_MAX`] bytes.
+fn parse_and_check_size(records: &[u8]) -> Result<Vec<BatchView<'_>>, LogError> {
+    if records.len() > APPEND_BYTES_MAX {
+        return Err(LogError::RecordTooLarge {
+            batch_bytes: records.len() as u64,
+            max_message_bytes: APPEND_BYTES_MAX as u64,
+        });
+    }
+    let views = parse_batches(records).map_err(LogError::from_batch_error)?;
+    if views.is_empty() {
+        return Err(LogError::InvalidRecord {
+            reason: "no record batches".to_string(),
+        });
+    }
+    Ok(views)
+}
+
+/// The largest non-negative batch max timestamp and the first batch carrying it.
+fn max_timestamp(batches: &[(usize, BatchHeader)]) -> Option<TimestampOffset> {
+    let mut max: Option<TimestampOffset> = None;
+    for (_, header) in batches {
+        if header.max_timestamp >= 0 && max.is_none_or(|m| header.max_timestamp > m.timestamp) {
+            max = Some(TimestampOffset {
+                timestamp: header.max_timestamp,
+                offset: header.base_offset,
+            });
+        }
+    }
+    max
+}

@@ -1,0 +1,184 @@
+//! Reads: fetches of whole batches (KIP-74 semantics) and the ListOffsets lookups by timestamp.
+
+use bytes::Bytes;
+
+use super::Log;
+use crate::error::LogError;
+use crate::segment::Visit;
+use crate::types::{Offset, TimestampOffset};
+
+/// The answer to [`Log::read`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchData {
+    /// Whole batches, as stored, concatenated.
+    pub records: Bytes,
+    /// Last offset of the last returned batch; `None` if nothing was returned.
+    pub last_offset: Option<Offset>,
+    /// Number of batches returned.
+    pub batch_count: usize,
+    /// The log start offset at the time of the read.
+    pub log_start_offset: Offset,
+    /// The log end offset at the time of the read.
+    pub log_end_offset: Offset,
+}
+
+/// The state of a read while it walks batches.
+struct ReadBudget {
+    max_bytes: usize,
+    min_one_batch: bool,
+    limit: Offset,
+    out: Vec<u8>,
+    batch_count: usize,
+    last_offset: Option<Offset>,
+    done: bool,
+}
+
+impl Log {
+    /// Reads whole batches starting with the one containing `start_offset`, stopping before a
+    /// batch whose base offset is `>= max_offset` (the high watermark, if given) or at the log
+    /// end, and before `max_bytes` would be exceeded — except that with `min_one_batch` the
+    /// first batch is returned whatever its size (KIP-74). May span segments.
+    ///
+    /// `start_offset` outside `[log_start_offset, log_end_offset]` is `OffsetOutOfRange`.
+    pub fn read(
+        &self,
+        start_offset: Offset,
+        max_bytes: usize,
+        max_offset: Option<Offset>,
+        min_one_batch: bool,
+    ) -> Result<FetchData, LogError> {
+        let log_end_offset = self.log_end_offset();
+        if start_offset < self.log_start_offset || start_offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                requested: start_offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let mut budget = ReadBudget {
+            max_bytes,
+            min_one_batch,
+            limit: max_offset.map_or(log_end_offset, |m| m.min(log_end_offset)),
+            out: Vec::new(),
+            batch_count: 0,
+            last_offset: None,
+            done: false,
+        };
+        let floor = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map_or(start_offset, |(base, _)| *base);
+        let mut target = start_offset;
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            if budget.done || target >= budget.limit {
+                break;
+            }
+            let Some((position, _)) = segment.find_batch(target).map_err(self.io_error("read"))?
+            else {
+                continue;
+            };
+            let mut end = position;
+            segment
+                .visit_batches(position, |_, header| {
+                    let size = header.size_bytes().expect("stored batch has a size");
+                    if !budget.admit(header.base_offset, size, end - position) {
+                        return Ok(Visit::Stop);
+                    }
+                    end += size as u64;
+                    budget.batch_count += 1;
+                    budget.last_offset = Some(header.last_offset());
+                    Ok(Visit::Continue)
+                })
+                .map_err(self.io_error("read"))?;
+            let start = budget.out.len();
+            budget.out.resize(start + (end - position) as usize, 0);
+            segment
+                .read(position, &mut budget.out[start..])
+                .map_err(self.io_error("read"))?;
+            target = segment.next_offset();
+        }
+        Ok(FetchData {
+            records: Bytes::from(budget.out),
+            last_offset: budget.last_offset,
+            batch_count: budget.batch_count,
+            log_start_offset: self.log_start_offset,
+            log_end_offset,
+        })
+    }
+
+    /// ListOffsets by timestamp: the first batch ending at or after the log start offset whose
+    /// `maxTimestamp >= timestamp`, as (its base offset or the log start offset if larger, its
+    /// max timestamp). Batch granularity: batches may be compressed, so records inside are not
+    /// inspected, and the offset is the batch's base offset rather than the exact record's.
+    /// `None` if no such batch starts below `max_offset` (the high watermark, if given) and the
+    /// log end offset.
+    pub fn offset_for_timestamp(
+        &self,
+        timestamp: i64,
+        max_offset: Option<Offset>,
+    ) -> Result<Option<TimestampOffset>, LogError> {
+        let log_end_offset = self.log_end_offset();
+        let limit = max_offset.map_or(log_end_offset, |m| m.min(log_end_offset));
+        for segment in self.segments.values() {
+            let reaches = segment
+                .max_timestamp()
+                .is_some_and(|m| m.timestamp >= timestamp);
+            if segment.next_offset() <= self.log_start_offset || !reaches {
+                continue;
+            }
+            let found = segment
+                .find_batch_by_timestamp(timestamp, self.log_start_offset)
+                .map_err(self.io_error("read"))?;
+            if let Some((_, header)) = found {
+                if header.base_offset >= limit {
+                    return Ok(None);
+                }
+                return Ok(Some(TimestampOffset {
+                    timestamp: header.max_timestamp,
+                    offset: header.base_offset.max(self.log_start_offset),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// ListOffsets MAX_TIMESTAMP (KIP-734): the largest batch max timestamp in the log and the
+    /// base offset of the first batch carrying it (clamped to the log start offset). Segments
+    /// wholly below the log start offset are ignored. The caller filters by high watermark.
+    pub fn offset_of_max_timestamp(&self) -> Option<TimestampOffset> {
+        let mut max: Option<TimestampOffset> = None;
+        for segment in self.segments.values() {
+            if segment.next_offset() <= self.log_start_offset {
+                continue;
+            }
+            if let Some(m) = segment.max_timestamp() {
+                if max.is_none_or(|best| m.timestamp > best.timestamp) {
+                    max = Some(m);
+                }
+            }
+        }
+        max.map(|m| TimestampOffset {
+            timestamp: m.timestamp,
+            offset: m.offset.max(self.log_start_offset),
+        })
+    }
+}
+
+impl ReadBudget {
+    /// Whether the batch at `base_offset` of `size` bytes fits, given `pending` bytes already
+    /// chosen in the current segment. Marks the read done when it does not.
+    fn admit(&mut self, base_offset: Offset, size: usize, pending: u64) -> bool {
+        if base_offset >= self.limit {
+            self.done = true;
+            return false;
+        }
+        let total = self.out.len() + pending as usize;
+        let first = total == 0;
+        if total + size > self.max_bytes && !(first && self.min_one_batch) {
+            self.done = true;
+            return false;
+        }
+        true
+    }
+}

@@ -1,0 +1,112 @@
+//! Truncation: a follower dropping its divergent suffix (`truncate_to`), starting over at an
+//! offset (`truncate_fully_and_start_at`), and moving the log start offset forward
+//! (`increment_log_start_offset`, DeleteRecords). Truncations are fsynced before returning.
+
+use super::Log;
+use crate::error::LogError;
+use crate::types::Offset;
+
+impl Log {
+    /// Drops every batch at or above `offset`, at whole-batch granularity: a batch straddling
+    /// `offset` is dropped too, so the new log end offset is the base offset of the batch
+    /// containing `offset`. No-op if `offset >= log_end_offset`; below the log start offset the
+    /// log starts over at `offset`. The epoch cache drops epochs starting at or after the new
+    /// log end. The whole log is then flushed (recovery point = new log end offset). Returns
+    /// whether anything was dropped.
+    pub fn truncate_to(&mut self, offset: Offset, now_ms: i64) -> Result<bool, LogError> {
+        if offset >= self.log_end_offset() {
+            return Ok(false);
+        }
+        if offset < self.log_start_offset {
+            self.truncate_fully_and_start_at(offset)?;
+            return Ok(true);
+        }
+        let base = *self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .expect("offset >= log start >= first segment base")
+            .0;
+        let io_error = self.io_error("truncate");
+        let segment = self.segments.get_mut(&base).expect("listed segment");
+        let (position, header) = segment
+            .find_batch(offset)
+            .map_err(io_error)?
+            .expect("a segment holds every offset between its base and the log end");
+        let doomed: Vec<Offset> = self
+            .segments
+            .range(base.next()..)
+            .map(|(b, _)| *b)
+            .collect();
+        for later in doomed {
+            let segment = self.segments.remove(&later).expect("listed segment");
+            segment
+                .delete(self.storage.as_ref(), &self.dir)
+                .map_err(self.io_error("delete segment"))?;
+            self.dir_unsynced = true;
+        }
+        let io_error = self.io_error("truncate");
+        let segment = self.segments.get_mut(&base).expect("listed segment");
+        segment
+            .truncate_to(position, header.base_offset, now_ms)
+            .map_err(io_error)?;
+        // Flush everything: the truncation and the surviving prefix become durable, and the
+        // recovery point is exact (the log end offset), never stale above it.
+        self.flush(now_ms)?;
+        let log_end_offset = self.log_end_offset();
+        let changed = self.epochs.truncate_from_end(log_end_offset);
+        self.save_epochs_if(changed)?;
+        tracing::info!(dir = %self.dir.display(), requested = %offset, %log_end_offset, "truncated log");
+        self.check_invariants();
+        Ok(true)
+    }
+
+    /// Deletes every segment and starts an empty log at `offset`: log start offset, log end
+    /// offset and recovery point all become `offset`; the epoch cache is cleared.
+    pub fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset.0 < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset(),
+            });
+        }
+        let all = std::mem::take(&mut self.segments);
+        for (_, segment) in all {
+            segment
+                .delete(self.storage.as_ref(), &self.dir)
+                .map_err(self.io_error("delete segment"))?;
+        }
+        self.dir_unsynced = true;
+        self.create_segment(offset)?;
+        self.sync_dir_if_needed()?;
+        self.log_start_offset = offset;
+        self.recovery_point = offset;
+        let changed = self.epochs.clear();
+        self.save_epochs_if(changed)?;
+        self.check_invariants();
+        Ok(())
+    }
+
+    /// Moves the log start offset forward to `offset` (DeleteRecords, or a follower following
+    /// the leader's start). Segments wholly below it are deleted by the next
+    /// [`Log::apply_retention`]. Returns whether it moved. `offset` past the log end offset is
+    /// `OffsetOutOfRange`.
+    pub fn increment_log_start_offset(&mut self, offset: Offset) -> Result<bool, LogError> {
+        let log_end_offset = self.log_end_offset();
+        if offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                requested: offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        if offset <= self.log_start_offset {
+            return Ok(false);
+        }
+        self.log_start_offset = offset;
+        let changed = self.epochs.truncate_from_start(offset);
+        self.save_epochs_if(changed)?;
+        Ok(true)
+    }
+}

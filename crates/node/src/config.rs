@@ -1,0 +1,387 @@
+//! Broker configuration: Kafka's property names and defaults.
+//!
+//! A config file is a Java `.properties` file; `--override key=value` pairs are applied on top.
+//! Unknown keys are kept (and logged once at startup) so a Kafka `server.properties` can be
+//! reused as it is; a known key with a value of the wrong type is an error that names it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A parse or validation failure, naming the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("invalid value {value:?} for {key}: {reason}")]
+    InvalidValue {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("missing required config {0}")]
+    Missing(&'static str),
+    #[error("malformed line {line}: {text:?} (expected key=value)")]
+    MalformedLine { line: usize, text: String },
+}
+
+/// Parses the text of a `.properties` file: `key=value` or `key: value` lines, `#`/`!`
+/// comments, blank lines, and `\` line continuations.
+pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut map = BTreeMap::new();
+    let mut pending = String::new();
+    let mut pending_start = 0;
+    for (number, raw) in text.lines().enumerate() {
+        let line = raw.trim_start();
+        if pending.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        if pending.is_empty() {
+            pending_start = number + 1;
+        }
+        if let Some(stripped) = line.strip_suffix('\\') {
+            pending.push_str(stripped);
+            continue;
+        }
+        pending.push_str(line);
+        let entry = std::mem::take(&mut pending);
+        let split = entry
+            .find(['=', ':'])
+            .ok_or_else(|| ConfigError::MalformedLine {
+                line: pending_start,
+                text: entry.clone(),
+            })?;
+        let key = entry[..split].trim().to_string();
+        let value = entry[split + 1..].trim().to_string();
+        if key.is_empty() {
+            return Err(ConfigError::MalformedLine {
+                line: pending_start,
+                text: entry,
+            });
+        }
+        map.insert(key, value);
+    }
+    Ok(map)
+}
+
+/// Parses one `key=value` override.
+pub fn parse_override(text: &str) -> Result<(String, String), ConfigError> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| ConfigError::MalformedLine {
+            line: 0,
+            text: text.to_string(),
+        })?;
+    Ok((key.trim().to_string(), value.trim().to_string()))
+}
+
+/// A `listeners` entry such as `PLAINTEXT://127.0.0.1:9092`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Listener {
+    pub fn parse(text: &str) -> Result<Listener, String> {
+        let (name, rest) = text
+            .split_once("://")
+            .ok_or_else(|| format!("{text:?} is not NAME://HOST:PORT"))?;
+        let (host, port) = rest
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{text:?} has no port"))?;
+        let port = port
+            .parse::<u16>()
+            .map_err(|e| format!("bad port in {text:?}: {e}"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        Ok(Listener {
+            name: name.to_string(),
+            host: host.to_string(),
+            port,
+        })
+    }
+}
+
+/// How `unclean.recovery.strategy` resolves (KIP-966); `None` in config means "derive from
+/// `unclean.leader.election.enable`".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UncleanRecoveryStrategy {
+    Proactive,
+    Balanced,
+    Manual,
+}
+
+impl UncleanRecoveryStrategy {
+    pub fn parse(text: &str) -> Option<UncleanRecoveryStrategy> {
+        match text.to_ascii_lowercase().as_str() {
+            "proactive" => Some(UncleanRecoveryStrategy::Proactive),
+            "balanced" => Some(UncleanRecoveryStrategy::Balanced),
+            "manual" => Some(UncleanRecoveryStrategy::Manual),
+            _ => None,
+        }
+    }
+}
+
+/// The broker's static configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// `node.id` (or `broker.id`).
+    pub node_id: i32,
+    /// `log.dirs` (or `log.dir`); default `/tmp/kraft-combined-logs`.
+    pub log_dirs: Vec<PathBuf>,
+    /// `listeners`; default `PLAINTEXT://:9092`.
+    pub listeners: Vec<Listener>,
+    /// `advertised.listeners`; default: `listeners`, with an empty host advertised as
+    /// `localhost`.
+    pub advertised_listeners: Vec<Listener>,
+    /// `num.partitions`; default 1.
+    pub num_partitions: i32,
+    /// `default.replication.factor`; default 1.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`; default true.
+    pub auto_create_topics_enable: bool,
+    /// `delete.topic.enable`; default true.
+    pub delete_topic_enable: bool,
+    /// `message.max.bytes`; default 1048588.
+    pub message_max_bytes: i32,
+    /// `socket.request.max.bytes`; default 104857600.
+    pub socket_request_max_bytes: usize,
+    /// `log.retention.check.interval.ms`; default 300000.
+    pub log_retention_check_interval_ms: u64,
+    /// `log.flush.scheduler.interval.ms`; default: effectively never (Kafka: Long.MAX).
+    pub log_flush_scheduler_interval_ms: u64,
+    /// `log.flush.offset.checkpoint.interval.ms`; default 60000.
+    pub log_flush_offset_checkpoint_interval_ms: u64,
+    /// `replica.high.watermark.checkpoint.interval.ms`; default 5000.
+    pub replica_high_watermark_checkpoint_interval_ms: u64,
+    /// `eligible.leader.replicas.enable` (Keel's switch between KIP-966 and classic Kafka
+    /// behaviour); default true.
+    pub eligible_leader_replicas_enable: bool,
+    /// Topic-config defaults set at broker level (`log.retention.ms`, `min.insync.replicas`,
+    /// ...), keyed by *topic* config name.
+    pub topic_defaults: BTreeMap<String, String>,
+    /// Every property as given, for DescribeConfigs on the broker resource.
+    pub raw: BTreeMap<String, String>,
+    /// Keys that Keel does not know (logged at startup).
+    pub unknown_keys: Vec<String>,
+}
+
+/// Keys the broker reads directly; anything else that is not a topic-default synonym is
+/// "unknown".
+const BROKER_KEYS: &[&str] = &[
+    "node.id",
+    "broker.id",
+    "log.dirs",
+    "log.dir",
+    "listeners",
+    "advertised.listeners",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "delete.topic.enable",
+    "message.max.bytes",
+    "socket.request.max.bytes",
+    "log.retention.check.interval.ms",
+    "log.flush.scheduler.interval.ms",
+    "log.flush.offset.checkpoint.interval.ms",
+    "replica.high.watermark.checkpoint.interval.ms",
+    "eligible.leader.replicas.enable",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.listener.names",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+];
+
+fn parse_value<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    value.parse::<T>().map_err(|e| ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(ConfigError::InvalidValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            reason: "expected true or false".to_string(),
+        }),
+    }
+}
+
+fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            Listener::parse(s).map_err(|reason| ConfigError::InvalidValue {
+                key: key.to_string(),
+                value: value.to_string(),
+                reason,
+            })
+        })
+        .collect()
+}
+
+impl BrokerConfig {
+    /// Builds the config from properties (file contents with overrides already applied).
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        let get = |key: &str| props.get(key).map(String::as_str);
+        let node_id = match get("node.id").or(get("broker.id")) {
+            Some(v) => parse_value::<i32>("node.id", v)?,
+            None => return Err(ConfigError::Missing("node.id")),
+        };
+        if node_id < 0 {
+            return Err(ConfigError::InvalidValue {
+                key: "node.id".into(),
+                value: node_id.to_string(),
+                reason: "must be >= 0".into(),
+            });
+        }
+        let log_dirs: Vec<PathBuf> = get("log.dirs")
+            .or(get("log.dir"))
+            .unwrap_or("/tmp/kraft-combined-logs")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        if log_dirs.is_empty() {
+            return Err(ConfigError::Missing("log.dirs"));
+        }
+        let listeners =
+            parse_listeners("listeners", get("listeners").unwrap_or("PLAINTEXT://:9092"))?;
+        if listeners.is_empty() {
+            return Err(ConfigError::Missing("listeners"));
+        }
+        let advertised_listeners = match get("advertised.listeners") {
+            Some(v) => parse_listeners("advertised.listeners", v)?,
+            None => listeners
+                .iter()
+                .map(|l| Listener {
+                    host: if l.host.is_empty() || l.host == "0.0.0.0" {
+                        "localhost".to_string()
+                    } else {
+                        l.host.clone()
+                    },
+                    ..l.clone()
+                })
+                .collect(),
+        };
+        let num = |key: &str, default: u64| -> Result<u64, ConfigError> {
+            get(key).map_or(Ok(default), |v| parse_value::<u64>(key, v))
+        };
+        let config = BrokerConfig {
+            node_id,
+            log_dirs,
+            listeners,
+            advertised_listeners,
+            num_partitions: get("num.partitions")
+                .map_or(Ok(1), |v| parse_value("num.partitions", v))?,
+            default_replication_factor: get("default.replication.factor")
+                .map_or(Ok(1), |v| parse_value("default.replication.factor", v))?,
+            auto_create_topics_enable: get("auto.create.topics.enable")
+                .map_or(Ok(true), |v| parse_bool("auto.create.topics.enable", v))?,
+            delete_topic_enable: get("delete.topic.enable")
+                .map_or(Ok(true), |v| parse_bool("delete.topic.enable", v))?,
+            message_max_bytes: get("message.max.bytes")
+                .map_or(Ok(1_048_588), |v| parse_value("message.max.bytes", v))?,
+            socket_request_max_bytes: get("socket.request.max.bytes").map_or(
+                Ok(keel_wire::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT),
+                |v| parse_value("socket.request.max.bytes", v),
+            )?,
+            log_retention_check_interval_ms: num("log.retention.check.interval.ms", 300_000)?,
+            log_flush_scheduler_interval_ms: num("log.flush.scheduler.interval.ms", u64::MAX)?,
+            log_flush_offset_checkpoint_interval_ms: num(
+                "log.flush.offset.checkpoint.interval.ms",
+                60_000,
+            )?,
+            replica_high_watermark_checkpoint_interval_ms: num(
+                "replica.high.watermark.checkpoint.interval.ms",
+                5_000,
+            )?,
+            eligible_leader_replicas_enable: get("eligible.leader.replicas.enable")
+                .map_or(Ok(true), |v| {
+                    parse_bool("eligible.leader.replicas.enable", v)
+                })?,
+            topic_defaults: crate::topic_config::defaults_from_broker_props(props)?,
+            raw: props.clone(),
+            unknown_keys: props
+                .keys()
+                .filter(|k| {
+                    !BROKER_KEYS.contains(&k.as_str()) && !crate::topic_config::is_broker_synonym(k)
+                })
+                .cloned()
+                .collect(),
+        };
+        if config.num_partitions < 1 {
+            return Err(ConfigError::InvalidValue {
+                key: "num.partitions".into(),
+                value: config.num_partitions.to_string(),
+                reason: "must be >= 1".into(),
+            });
+        }
+        if config.default_replication_factor < 1 {
+            return Err(ConfigError::InvalidValue {
+                key: "default.replication.factor".into(),
+                value: config.default_replication_factor.to_string(),
+                reason: "must be >= 1".into(),
+            });
+        }
+        Ok(config)
+    }
+
+    /// The listener clients are told to use.
+    pub fn advertised(&self) -> &Listener {
+        &self.advertised_listeners[0]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: Java properties syntax (comments, colons, continuations) parses like Kafka's.
+    #[test]
+    fn parses_properties() {
+        let text = "# comment\n! other\nnode.id=3\nlog.dirs = /a,\\\n  /b\nlisteners: PLAINTEXT://127.0.0.1:9093\n\n";
+        let props = parse_properties(text).unwrap();
+        assert_eq!(props["node.id"], "3");
+        assert_eq!(props["log.dirs"], "/a,/b");
+        let config = BrokerConfig::from_properties(&props).unwrap();
+        assert_eq!(config.node_id, 3);
+        assert_eq!(
+            config.log_dirs,
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+        assert_eq!(config.listeners[0].port, 9093);
+        assert_eq!(config.advertised().host, "127.0.0.1");
+        assert!(config.auto_create_topics_enable);
+    }
+
+    // Shows: a bad value is refused with the key named; node.id is required.
+    #[test]
+    fn refuses_bad_values() {
+        let mut props = BTreeMap::new();
+        assert!(matches!(
+            BrokerConfig::from_properties(&props),
+            Err(ConfigError::Missing("node.id"))
+        ));
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert("num.partitions".to_string(), "many".to_string());
+        let err = BrokerConfig::from_properties(&props)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("num.partitions"), "{err}");
+        props.insert("num.partitions".to_string(), "2".to_string());
+        props.insert("listeners".to_string(), "nonsense".to_string());
+        assert!(BrokerConfig::from_properties(&props).is_err());
+    }
+}

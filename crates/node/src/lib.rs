@@ -1,0 +1,23 @@
+//! Keel's IO shell: everything that touches sockets, files (through `keel_log`'s storage
+//! interface) and time, around the pure parts of the broker.
+//!
+//! * [`config`] and [`topic_config`]: Kafka's property names, defaults and validation;
+//! * [`broker`]: hosted partitions, topic metadata, open-with-recovery and clean shutdown;
+//! * [`partition`]: one partition's log, high watermark (KIP-966 rule) and leader epoch;
+//! * [`handlers`]: one module per Kafka API;
+//! * [`server`]: the listener and per-connection request loop;
+//! * [`runtime`]: wiring it together — background tasks, signals, orderly shutdown.
+//!
+//! Wall-clock time comes from [`clock::Clock`]; timers use `tokio::time`; files go through
+//! `keel_log::storage::Storage` — so a simulator can substitute all three.
+
+pub mod broker;
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod handlers;
+pub mod metadata;
+pub mod partition;
+pub mod runtime;
+pub mod server;
+pub mod topic_config;

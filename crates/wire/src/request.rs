@@ -1,0 +1,246 @@
+//! Decoding a frame into a typed request.
+//!
+//! A frame starts with `api_key: i16`, `api_version: i16`, `correlation_id: i32`; the rest of
+//! the header and the body depend on the key and version. [`decode`] reads those fixed fields
+//! first so that every failure can say which request it was, and whether the connection can be
+//! answered (only an unsupported `ApiVersions` version is answered; Kafka closes the connection
+//! for every other undecodable request).
+
+use bytes::{Buf, Bytes};
+use kafka_protocol::messages::{
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+};
+use kafka_protocol::protocol::Decodable;
+
+use crate::versions;
+
+/// A decoded request body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    Produce(ProduceRequest),
+    Fetch(FetchRequest),
+    ListOffsets(ListOffsetsRequest),
+    Metadata(MetadataRequest),
+    ApiVersions(ApiVersionsRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
+    DescribeConfigs(DescribeConfigsRequest),
+    AlterConfigs(AlterConfigsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    DescribeCluster(DescribeClusterRequest),
+}
+
+/// A request with its header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedRequest {
+    pub api_key: ApiKey,
+    pub header: RequestHeader,
+    pub body: Request,
+}
+
+impl DecodedRequest {
+    pub fn api_version(&self) -> i16 {
+        self.header.request_api_version
+    }
+
+    pub fn correlation_id(&self) -> i32 {
+        self.header.correlation_id
+    }
+}
+
+/// Why a frame could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("frame of {len} bytes is shorter than a request header")]
+    TooShort { len: usize },
+    #[error("unknown api key {api_key}")]
+    UnknownApiKey { api_key: i16, correlation_id: i32 },
+    #[error("{api_key:?} version {api_version} is not supported")]
+    UnsupportedVersion {
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+    },
+    #[error("malformed {api_key:?} v{api_version} request: {source:#}")]
+    Malformed {
+        api_key: ApiKey,
+        api_version: i16,
+        correlation_id: i32,
+        source: anyhow::Error,
+    },
+}
+
+impl DecodeError {
+    /// Whether the broker should still answer (only `ApiVersions` with an unsupported
+    /// version, which gets the v0 fallback answer listing the supported versions).
+    pub fn answerable_correlation_id(&self) -> Option<i32> {
+        match self {
+            DecodeError::UnsupportedVersion {
+                api_key: ApiKey::ApiVersions,
+                correlation_id,
+                ..
+            } => Some(*correlation_id),
+            _ => None,
+        }
+    }
+}
+
+const FIXED_HEADER_BYTES: usize = 8;
+
+/// Decodes one frame (without its size prefix).
+pub fn decode(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
+    if frame.len() < FIXED_HEADER_BYTES {
+        return Err(DecodeError::TooShort { len: frame.len() });
+    }
+    let mut fixed = &frame[..FIXED_HEADER_BYTES];
+    let raw_key = fixed.get_i16();
+    let api_version = fixed.get_i16();
+    let correlation_id = fixed.get_i32();
+    let api_key = ApiKey::try_from(raw_key).map_err(|()| DecodeError::UnknownApiKey {
+        api_key: raw_key,
+        correlation_id,
+    })?;
+    if !versions::is_served(api_key, api_version) {
+        return Err(DecodeError::UnsupportedVersion {
+            api_key,
+            api_version,
+            correlation_id,
+        });
+    }
+    let malformed = |source: anyhow::Error| DecodeError::Malformed {
+        api_key,
+        api_version,
+        correlation_id,
+        source,
+    };
+    let mut buf = frame;
+    let header = RequestHeader::decode(&mut buf, api_key.request_header_version(api_version))
+        .map_err(malformed)?;
+    let body = decode_body(api_key, api_version, &mut buf).map_err(malformed)?;
+    if buf.has_remaining() {
+        // Kafka tolerates trailing bytes only for ApiVersions (newer clients probing an older
+        // broker); anything else means the body was not what its header claimed.
+        if api_key != ApiKey::ApiVersions {
+            return Err(malformed(anyhow::anyhow!(
+                "{} trailing bytes after the body",
+                buf.remaining()
+            )));
+        }
+    }
+    Ok(DecodedRequest {
+        api_key,
+        header,
+        body,
+    })
+}
+
+fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result<Request> {
+    Ok(match api_key {
+        ApiKey::Produce => Request::Produce(ProduceRequest::decode(buf, version)?),
+        ApiKey::Fetch => Request::Fetch(FetchRequest::decode(buf, version)?),
+        ApiKey::ListOffsets => Request::ListOffsets(ListOffsetsRequest::decode(buf, version)?),
+        ApiKey::Metadata => Request::Metadata(MetadataRequest::decode(buf, version)?),
+        ApiKey::ApiVersions => Request::ApiVersions(ApiVersionsRequest::decode(buf, version)?),
+        ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::decode(buf, version)?),
+        ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::decode(buf, version)?),
+        ApiKey::OffsetForLeaderEpoch => {
+            Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeConfigs => {
+            Request::DescribeConfigs(DescribeConfigsRequest::decode(buf, version)?)
+        }
+        ApiKey::AlterConfigs => Request::AlterConfigs(AlterConfigsRequest::decode(buf, version)?),
+        ApiKey::CreatePartitions => {
+            Request::CreatePartitions(CreatePartitionsRequest::decode(buf, version)?)
+        }
+        ApiKey::IncrementalAlterConfigs => {
+            Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeCluster => {
+            Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
+        }
+        other => anyhow::bail!("{other:?} is not served"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::{BufMut, BytesMut};
+    use kafka_protocol::protocol::{Encodable, StrBytes};
+
+    fn encode_request<T: Encodable>(key: ApiKey, version: i16, body: &T) -> Bytes {
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(42)
+            .with_client_id(Some(StrBytes::from_static_str("test")));
+        let mut buf = BytesMut::new();
+        header
+            .encode(&mut buf, key.request_header_version(version))
+            .unwrap();
+        body.encode(&mut buf, version).unwrap();
+        buf.freeze()
+    }
+
+    // Shows: a well-formed request decodes with its header (round trip through the codec).
+    #[test]
+    fn decodes_metadata() {
+        let frame = encode_request(ApiKey::Metadata, 12, &MetadataRequest::default());
+        let decoded = decode(frame).unwrap();
+        assert_eq!(decoded.api_key, ApiKey::Metadata);
+        assert_eq!(decoded.correlation_id(), 42);
+        assert!(matches!(decoded.body, Request::Metadata(_)));
+    }
+
+    // Shows: an unsupported ApiVersions version is answerable (KIP-511 v0 fallback), an
+    // unsupported version of anything else is not.
+    #[test]
+    fn unsupported_versions() {
+        let mut frame = BytesMut::new();
+        frame.put_i16(ApiKey::ApiVersions as i16);
+        frame.put_i16(99);
+        frame.put_i32(7);
+        let err = decode(frame.freeze()).unwrap_err();
+        assert_eq!(err.answerable_correlation_id(), Some(7));
+
+        let mut frame = BytesMut::new();
+        frame.put_i16(ApiKey::Produce as i16);
+        frame.put_i16(1);
+        frame.put_i32(8);
+        let err = decode(frame.freeze()).unwrap_err();
+        assert!(matches!(err, DecodeError::UnsupportedVersion { .. }));
+        assert_eq!(err.answerable_correlation_id(), None);
+    }
+
+    // Shows: garbage and truncated bodies are errors, never panics.
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(matches!(
+            decode(Bytes::from_static(b"abc")),
+            Err(DecodeError::TooShort { .. })
+        ));
+        let mut frame = BytesMut::new();
+        frame.put_i16(ApiKey::Metadata as i16);
+        frame.put_i16(12);
+        frame.put_i32(1);
+        frame.put_slice(&[0xff; 3]);
+        assert!(matches!(
+            decode(frame.freeze()),
+            Err(DecodeError::Malformed { .. })
+        ));
+        let mut frame = BytesMut::new();
+        frame.put_i16(1000);
+        frame.put_i16(0);
+        frame.put_i32(1);
+        assert!(matches!(
+            decode(frame.freeze()),
+            Err(DecodeError::UnknownApiKey { api_key: 1000, .. })
+        ));
+    }
+}

@@ -1,0 +1,91 @@
+//! The API versions Keel serves, and the `ApiVersions` answers built from them.
+//!
+//! Each range is the intersection of what Keel implements and what the `kafka-protocol` crate
+//! can decode; [`tests::ranges_are_within_the_codec`] checks the second half.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+
+/// One served API: its key and the inclusive version range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiRange {
+    pub key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+}
+
+const fn range(key: ApiKey, min_version: i16, max_version: i16) -> ApiRange {
+    ApiRange {
+        key,
+        min_version,
+        max_version,
+    }
+}
+
+/// Every API the broker listener answers, in api-key order.
+pub const BROKER_APIS: &[ApiRange] = &[
+    range(ApiKey::Produce, 3, 11),
+    range(ApiKey::Fetch, 4, 16),
+    range(ApiKey::ListOffsets, 1, 9),
+    range(ApiKey::Metadata, 0, 12),
+    range(ApiKey::ApiVersions, 0, 4),
+    range(ApiKey::CreateTopics, 2, 7),
+    range(ApiKey::DeleteTopics, 1, 6),
+    range(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    range(ApiKey::DescribeConfigs, 1, 4),
+    range(ApiKey::AlterConfigs, 0, 2),
+    range(ApiKey::CreatePartitions, 0, 3),
+    range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The served range of `key`, if Keel serves it at all.
+pub fn served_range(key: ApiKey) -> Option<ApiRange> {
+    BROKER_APIS.iter().copied().find(|r| r.key == key)
+}
+
+/// Whether `version` of `key` is served.
+pub fn is_served(key: ApiKey, version: i16) -> bool {
+    served_range(key).is_some_and(|r| (r.min_version..=r.max_version).contains(&version))
+}
+
+/// The `ApiVersions` answer listing every served API, with `error`.
+pub fn api_versions_response(error: Option<ResponseError>) -> ApiVersionsResponse {
+    let api_keys = BROKER_APIS
+        .iter()
+        .map(|r| {
+            ApiVersion::default()
+                .with_api_key(r.key as i16)
+                .with_min_version(r.min_version)
+                .with_max_version(r.max_version)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error.map_or(0, |e| e.code()))
+        .with_api_keys(api_keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: every advertised range can actually be decoded and encoded by the codec crate.
+    #[test]
+    fn ranges_are_within_the_codec() {
+        for r in BROKER_APIS {
+            let codec = r.key.valid_versions();
+            assert!(r.min_version <= r.max_version, "{:?}", r.key);
+            assert!(r.min_version >= codec.min, "{:?} min below codec", r.key);
+            assert!(r.max_version <= codec.max, "{:?} max above codec", r.key);
+        }
+    }
+
+    // Shows: the table is sorted by key with no duplicates (clients expect a stable answer).
+    #[test]
+    fn table_is_sorted_and_unique() {
+        for pair in BROKER_APIS.windows(2) {
+            assert!((pair[0].key as i16) < (pair[1].key as i16));
+        }
+    }
+}

@@ -1,0 +1,292 @@
+"""Produce, consume and admin helpers over the two client libraries the suite drives.
+
+What lives here: `Rec` (one record as a test expects to read it back), record generators, and for
+each client (confluent-kafka = librdkafka, kafka-python = pure Python) a producer that returns what
+the broker acknowledged and a consumer that reads partitions by manual assignment (no consumer
+group: Keel does not serve the group APIs yet). Tests call these; nothing here asserts on the
+broker beyond "the client call finished in time".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+
+import confluent_kafka as ck
+import kafka as kp
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CLIENTS = ("confluent", "kafka-python")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CONSUME_TIMEOUT_S = 90.0
+FLUSH_TIMEOUT_S = 90.0
+ADMIN_TIMEOUT_S = 30.0
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+# librdkafka's log lines go to Python logging, so pytest shows them only for failing tests.
+RDKAFKA_LOG = logging.getLogger("librdkafka")
+# Both clients must leave idempotence off: Keel serves no InitProducerId yet.
+CONFLUENT_COMMON = {"enable.idempotence": False, "logger": RDKAFKA_LOG}
+# confluent-kafka insists on a group.id; with assign() and no commits no group API is used.
+CONFLUENT_CONSUMER = {
+    "group.id": "keel-tests-unused-group",
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": True,
+    "logger": RDKAFKA_LOG,
+}
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+
+
+def unique_topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def make_records(n: int, partitions: int, tag: str, value_bytes: int = 0, base_ts: int = BASE_TIMESTAMP_MS) -> list[Rec]:
+    """n records with distinct keys and values, round-robin over partitions, timestamps base_ts+i.
+
+    Values vary in length and repeat themselves enough to compress; `value_bytes` pads each value
+    to at least that size.
+    """
+    out = []
+    for i in range(n):
+        value = f"{tag}:value:{i}:".encode() + (b"%06d" % i) * (i % 17)
+        if len(value) < value_bytes:
+            value += bytes((i + j) % 251 for j in range(value_bytes - len(value)))
+        out.append(Rec(i % partitions, f"{tag}:key:{i}".encode(), value, base_ts + i))
+    return out
+
+
+def by_partition(recs: list[Rec]) -> dict[int, list[Rec]]:
+    out: dict[int, list[Rec]] = defaultdict(list)
+    for r in recs:
+        out[r.partition].append(r)
+    return dict(out)
+
+
+# -- admin ------------------------------------------------------------------------------------
+
+
+def confluent_admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": RDKAFKA_LOG})
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """Creates a topic with confluent-kafka's AdminClient and waits until metadata shows every leader."""
+    admin = confluent_admin(bootstrap)
+    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                        config=config or {})], operation_timeout=ADMIN_TIMEOUT_S)[name]
+    fut.result(timeout=ADMIN_TIMEOUT_S)
+    wait_for_leaders(admin, name, partitions)
+
+
+def wait_for_leaders(admin: AdminClient, name: str, partitions: int, timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=name, timeout=10)
+        t = md.topics.get(name)
+        last = t
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+                p.leader >= 0 and p.error is None for p in t.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"topic {name} never showed {partitions} partitions with leaders: {last}")
+
+
+# -- confluent-kafka --------------------------------------------------------------------------
+
+
+def confluent_produce(bootstrap: str, topic: str, recs: list[Rec], compression: str = "none",
+                      acks: str = "all", extra: dict | None = None) -> list[tuple[Rec, int]]:
+    """Produces with explicit partitions and timestamps; returns [(rec, offset)] in produce order.
+
+    Small linger.ms / batch.size / batch.num.messages make librdkafka send many batches.
+    Raises AssertionError listing the first delivery errors if any record was not acknowledged.
+    """
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "compression.type": compression,
+        "acks": acks,
+        "linger.ms": 2,
+        "batch.size": 16384,
+        "batch.num.messages": 200,
+        "message.timeout.ms": int(FLUSH_TIMEOUT_S * 1000),
+        **CONFLUENT_COMMON,
+        **(extra or {}),
+    }
+    producer = ck.Producer(conf)
+    offsets: list[int | None] = [None] * len(recs)
+    errors: list[str] = []
+
+    def report(i):
+        def cb(err, msg):
+            if err is not None:
+                errors.append(f"record {i}: {err}")
+            else:
+                offsets[i] = msg.offset()
+        return cb
+
+    for i, r in enumerate(recs):
+        while True:
+            try:
+                producer.produce(topic, key=r.key, value=r.value, partition=r.partition,
+                                 timestamp=r.timestamp_ms, on_delivery=report(i))
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    left = producer.flush(FLUSH_TIMEOUT_S)
+    assert left == 0, f"confluent-kafka: {left} records still in flight after {FLUSH_TIMEOUT_S}s"
+    assert not errors, f"confluent-kafka delivery errors ({len(errors)}): {errors[:5]}"
+    return list(zip(recs, offsets))
+
+
+def confluent_produce_one(bootstrap: str, topic: str, value: bytes, partition: int = 0, key: bytes | None = None,
+                          extra: dict | None = None):
+    """Produces one record and returns (error or None, message) from its delivery report."""
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "message.timeout.ms": 30000,
+                            **CONFLUENT_COMMON, **(extra or {})})
+    result = []
+    producer.produce(topic, key=key, value=value, partition=partition,
+                     on_delivery=lambda err, msg: result.append((err, msg)))
+    producer.flush(40)
+    assert result, "confluent-kafka: no delivery report within 40s"
+    return result[0]
+
+
+def confluent_consumer(bootstrap: str, extra: dict | None = None) -> ck.Consumer:
+    return ck.Consumer({"bootstrap.servers": bootstrap, **CONFLUENT_CONSUMER, **(extra or {})})
+
+
+def confluent_consume(bootstrap: str, topic: str, partitions: list[int], expected: dict[int, int],
+                      start_offset: int = ck.OFFSET_BEGINNING) -> dict[int, list[tuple[int, Rec]]]:
+    """Reads every assigned partition from `start_offset` until it reaches partition EOF having seen
+    at least `expected[p]` records; returns {partition: [(offset, rec)]}."""
+    consumer = confluent_consumer(bootstrap)
+    try:
+        consumer.assign([ck.TopicPartition(topic, p, start_offset) for p in partitions])
+        got: dict[int, list[tuple[int, Rec]]] = {p: [] for p in partitions}
+        at_eof: set[int] = set()
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if all(p in at_eof and len(got[p]) >= expected.get(p, 0) for p in partitions):
+                return got
+            for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                err = msg.error()
+                if err is not None:
+                    if err.code() == ck.KafkaError._PARTITION_EOF:
+                        at_eof.add(msg.partition())
+                        continue
+                    raise AssertionError(f"confluent-kafka consume error: {err}")
+                at_eof.discard(msg.partition())
+                ts_type, ts = msg.timestamp()
+                got[msg.partition()].append(
+                    (msg.offset(), Rec(msg.partition(), msg.key(), msg.value(), ts)))
+        counts = {p: len(v) for p, v in got.items()}
+        raise AssertionError(f"confluent-kafka: consumed {counts}, expected {expected}, EOF on {sorted(at_eof)} "
+                             f"after {CONSUME_TIMEOUT_S}s")
+    finally:
+        consumer.close()
+
+
+# -- kafka-python -----------------------------------------------------------------------------
+
+
+def kp_produce(bootstrap: str, topic: str, recs: list[Rec], compression: str = "none",
+               acks="all", extra: dict | None = None) -> list[tuple[Rec, int]]:
+    """kafka-python twin of confluent_produce; returns [(rec, offset)] in produce order."""
+    producer = kp.KafkaProducer(
+        bootstrap_servers=bootstrap,
+        compression_type=None if compression == "none" else compression,
+        acks=acks,
+        linger_ms=2,
+        batch_size=16384,
+        enable_idempotence=False,
+        request_timeout_ms=30000,
+        **(extra or {}),
+    )
+    try:
+        futures = [producer.send(topic, key=r.key, value=r.value, partition=r.partition,
+                                 timestamp_ms=r.timestamp_ms) for r in recs]
+        producer.flush(timeout=FLUSH_TIMEOUT_S)
+        offsets, errors = [], []
+        for i, f in enumerate(futures):
+            try:
+                offsets.append(f.get(timeout=FLUSH_TIMEOUT_S).offset)
+            except Exception as e:  # noqa: BLE001 - reported below with the record index
+                offsets.append(None)
+                errors.append(f"record {i}: {e!r}")
+        assert not errors, f"kafka-python delivery errors ({len(errors)}): {errors[:5]}"
+        return list(zip(recs, offsets))
+    finally:
+        producer.close(timeout=10)
+
+
+def kp_consumer(bootstrap: str, **extra) -> kp.KafkaConsumer:
+    return kp.KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                            auto_offset_reset="earliest", **extra)
+
+
+def kp_consume(bootstrap: str, topic: str, partitions: list[int], expected: dict[int, int]
+               ) -> dict[int, list[tuple[int, Rec]]]:
+    """kafka-python twin of confluent_consume: reads from the beginning until each partition's
+    position reaches its end offset having seen at least `expected[p]` records."""
+    consumer = kp_consumer(bootstrap)
+    try:
+        tps = [kp.TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        got: dict[int, list[tuple[int, Rec]]] = {p: [] for p in partitions}
+        deadline = time.monotonic() + CONSUME_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if all(len(got[p]) >= expected.get(p, 0) for p in partitions):
+                ends = consumer.end_offsets(tps)
+                if all(consumer.position(tp) >= ends[tp] for tp in tps):
+                    return got
+            for tp, msgs in consumer.poll(timeout_ms=500).items():
+                for m in msgs:
+                    got[tp.partition].append((m.offset, Rec(tp.partition, m.key, m.value, m.timestamp)))
+        counts = {p: len(v) for p, v in got.items()}
+        raise AssertionError(f"kafka-python: consumed {counts}, expected {expected} after {CONSUME_TIMEOUT_S}s")
+    finally:
+        consumer.close()
+
+
+PRODUCERS = {"confluent": confluent_produce, "kafka-python": kp_produce}
+CONSUMERS = {"confluent": confluent_consume, "kafka-python": kp_consume}
+
+
+def assert_read_back(acked: list[tuple[Rec, int]], got: dict[int, list[tuple[int, Rec]]], who: str) -> None:
+    """Every partition holds exactly the acknowledged records, in produce order, at offsets 0..n-1,
+    and each record sits at the offset its delivery report named."""
+    want = by_partition([r for r, _ in acked])
+    acked_offset = {(r.partition, r.key): off for r, off in acked}
+    for p in sorted(set(want) | set(got)):
+        recs = got.get(p, [])
+        offsets = [o for o, _ in recs]
+        assert offsets == list(range(len(recs))), (
+            f"{who}: partition {p} offsets not contiguous from 0: first gaps "
+            f"{[(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1][:5]}, starts at {offsets[:3]}")
+        assert len(recs) == len(want.get(p, [])), (
+            f"{who}: partition {p} holds {len(recs)} records, {len(want.get(p, []))} were acknowledged")
+        for (off, r), w in zip(recs, want[p]):
+            if r != w:
+                raise AssertionError(f"{who}: partition {p} offset {off}: got {_short(r)}, expected {_short(w)}")
+            assert acked_offset[(p, w.key)] == off, (
+                f"{who}: record {w.key!r} acknowledged at offset {acked_offset[(p, w.key)]}, read at {off}")
+
+
+def _short(r: Rec) -> str:
+    v = r.value if r.value is None or len(r.value) < 60 else r.value[:60] + b"..."
+    return f"Rec(p={r.partition}, key={r.key!r}, value={v!r}, ts={r.timestamp_ms})"

@@ -1,0 +1,400 @@
+"""A tiny hand-written Kafka wire codec for tests that must talk to the broker byte by byte.
+
+What lives here: big-endian primitive writers/readers, request framing (request header v1,
+non-flexible), record batch v2 encoding (magic 2, CRC-32C), a blocking raw connection, and encoders
+and decoders for the handful of non-flexible request versions the tests use (ApiVersions v0,
+Metadata v4, Produce v3, Fetch v4, ListOffsets v1). Field layouts follow Kafka's
+clients/src/main/resources/common/message/*.json. Nothing here is a client: no retries, no
+metadata, no version negotiation beyond `api_versions`.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+# Kafka API keys (clients/src/main/java/org/apache/kafka/common/protocol/ApiKeys.java).
+API_PRODUCE = 0
+API_FETCH = 1
+API_LIST_OFFSETS = 2
+API_METADATA = 3
+API_API_VERSIONS = 18
+
+# Kafka error codes (org.apache.kafka.common.protocol.Errors).
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MESSAGE_TOO_LARGE = 10
+UNSUPPORTED_VERSION = 35
+
+RECV_TIMEOUT_S = 10.0
+
+
+class Writer:
+    """Appends big-endian Kafka primitives to a byte buffer."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int8(self, v: int) -> "Writer":
+        self.buf += struct.pack(">b", v)
+        return self
+
+    def int16(self, v: int) -> "Writer":
+        self.buf += struct.pack(">h", v)
+        return self
+
+    def int32(self, v: int) -> "Writer":
+        self.buf += struct.pack(">i", v)
+        return self
+
+    def int64(self, v: int) -> "Writer":
+        self.buf += struct.pack(">q", v)
+        return self
+
+    def boolean(self, v: bool) -> "Writer":
+        return self.int8(1 if v else 0)
+
+    def string(self, s: str | None) -> "Writer":
+        """STRING / NULLABLE_STRING: int16 length (-1 for null) then UTF-8 bytes."""
+        if s is None:
+            return self.int16(-1)
+        raw = s.encode()
+        self.int16(len(raw))
+        self.buf += raw
+        return self
+
+    def bytes_(self, b: bytes | None) -> "Writer":
+        """BYTES / NULLABLE_BYTES / RECORDS: int32 length (-1 for null) then the bytes."""
+        if b is None:
+            return self.int32(-1)
+        self.int32(len(b))
+        self.buf += b
+        return self
+
+    def raw(self, b: bytes) -> "Writer":
+        self.buf += b
+        return self
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+
+class Reader:
+    """Reads big-endian Kafka primitives; raises ValueError when the buffer runs out."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ValueError(f"short read: need {n} bytes at {self.pos}, have {len(self.data)}")
+        out = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def int8(self) -> int:
+        return struct.unpack(">b", self._take(1))[0]
+
+    def int16(self) -> int:
+        return struct.unpack(">h", self._take(2))[0]
+
+    def int32(self) -> int:
+        return struct.unpack(">i", self._take(4))[0]
+
+    def int64(self) -> int:
+        return struct.unpack(">q", self._take(8))[0]
+
+    def boolean(self) -> bool:
+        return self.int8() != 0
+
+    def string(self) -> str | None:
+        n = self.int16()
+        return None if n < 0 else self._take(n).decode()
+
+    def bytes_(self) -> bytes | None:
+        n = self.int32()
+        return None if n < 0 else self._take(n)
+
+    def array(self, item):
+        n = self.int32()
+        return [] if n < 0 else [item(self) for _ in range(n)]
+
+    def remaining(self) -> int:
+        return len(self.data) - self.pos
+
+
+def frame(body: bytes) -> bytes:
+    """Prefixes a request or response with its int32 size."""
+    return struct.pack(">i", len(body)) + body
+
+
+def request_header_v1(api_key: int, api_version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """Request header v1: api key, api version, correlation id, nullable client id."""
+    return Writer().int16(api_key).int16(api_version).int32(correlation_id).string(client_id).getvalue()
+
+
+def request(api_key: int, api_version: int, correlation_id: int, body: bytes, client_id: str | None = "keel-tests") -> bytes:
+    """A whole framed non-flexible request."""
+    return frame(request_header_v1(api_key, api_version, correlation_id, client_id) + body)
+
+
+# ---------------------------------------------------------------------------------------------
+# Record batch v2 (Kafka's DefaultRecordBatch).
+
+
+def _zigzag(v: int) -> int:
+    return (v << 1) ^ (v >> 63)
+
+
+def varint(v: int) -> bytes:
+    """Zig-zag varint/varlong as used inside records."""
+    u = _zigzag(v) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while True:
+        b = u & 0x7F
+        u >>= 7
+        if u:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None) -> bytes:
+    body = bytearray()
+    body += b"\x00"  # attributes
+    body += varint(timestamp_delta)
+    body += varint(offset_delta)
+    if key is None:
+        body += varint(-1)
+    else:
+        body += varint(len(key)) + key
+    if value is None:
+        body += varint(-1)
+    else:
+        body += varint(len(value)) + value
+    body += varint(0)  # no headers
+    return varint(len(body)) + bytes(body)
+
+
+def record_batch(records: list[tuple[bytes | None, bytes | None, int]], corrupt_crc: bool = False) -> bytes:
+    """Encodes uncompressed (key, value, timestamp_ms) records as one v2 batch at base offset 0."""
+    assert records, "a record batch holds at least one record"
+    base_ts = records[0][2]
+    max_ts = max(ts for _, _, ts in records)
+    recs = b"".join(_record(i, ts - base_ts, k, v) for i, (k, v, ts) in enumerate(records))
+    after_crc = (
+        Writer()
+        .int16(0)  # attributes: no compression, CreateTime, not transactional
+        .int32(len(records) - 1)  # last offset delta
+        .int64(base_ts)
+        .int64(max_ts)
+        .int64(-1)  # producer id
+        .int16(-1)  # producer epoch
+        .int32(-1)  # base sequence
+        .int32(len(records))
+        .raw(recs)
+        .getvalue()
+    )
+    crc = _crc32c.crc32c(after_crc)
+    if corrupt_crc:
+        crc ^= 0xDEADBEEF
+    # batchLength counts from partitionLeaderEpoch to the end.
+    after_length = Writer().int32(-1).int8(2).raw(struct.pack(">I", crc)).raw(after_crc).getvalue()
+    return Writer().int64(0).int32(len(after_length)).raw(after_length).getvalue()
+
+
+# ---------------------------------------------------------------------------------------------
+# Connection.
+
+
+class RawConnection:
+    """One blocking TCP connection that sends hand-built bytes and reads whole response frames."""
+
+    def __init__(self, host: str, port: int, timeout_s: float = RECV_TIMEOUT_S) -> None:
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.settimeout(timeout_s)
+        self.next_correlation_id = 1
+
+    @classmethod
+    def to(cls, bootstrap: str, timeout_s: float = RECV_TIMEOUT_S) -> "RawConnection":
+        host, port = bootstrap.rsplit(":", 1)
+        return cls(host, int(port), timeout_s)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def _recv_exact(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(out)} of {n} bytes")
+            out += chunk
+        return bytes(out)
+
+    def recv_frame(self) -> bytes:
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        assert 0 <= size <= 64 * 1024 * 1024, f"response frame size {size} out of range"
+        return self._recv_exact(size)
+
+    def call(self, api_key: int, api_version: int, body: bytes) -> Reader:
+        """Sends one request and returns a Reader positioned after the response header v0."""
+        correlation_id = self.next_correlation_id
+        self.next_correlation_id += 1
+        self.send(request(api_key, api_version, correlation_id, body))
+        r = Reader(self.recv_frame())
+        got = r.int32()
+        assert got == correlation_id, f"correlation id {got} != {correlation_id}"
+        return r
+
+    def wait_closed(self, timeout_s: float = RECV_TIMEOUT_S) -> bytes:
+        """Reads until the peer closes; returns whatever arrived. Raises TimeoutError if it stays open."""
+        deadline = time.monotonic() + timeout_s
+        got = bytearray()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"peer kept the connection open for {timeout_s}s (received {len(got)} bytes)")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return bytes(got)
+            if not chunk:
+                return bytes(got)
+            got += chunk
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests and responses.
+
+
+@dataclass
+class ApiVersionsV0:
+    error_code: int
+    api_keys: dict[int, tuple[int, int]]
+
+
+def decode_api_versions_v0(r: Reader) -> ApiVersionsV0:
+    """ApiVersions response v0 body: error code, [api key, min version, max version]."""
+    error_code = r.int16()
+    keys = r.array(lambda x: (x.int16(), x.int16(), x.int16()))
+    return ApiVersionsV0(error_code, {k: (lo, hi) for k, lo, hi in keys})
+
+
+def api_versions(conn: RawConnection, version: int = 0, body: bytes = b"") -> ApiVersionsV0:
+    """Sends ApiVersions with a v1 header at `version` and decodes the answer as v0.
+
+    Kafka answers an ApiVersions request whose version it does not support in the v0 layout with
+    UNSUPPORTED_VERSION and its key list (KIP-511), so the v0 decoder suits both cases.
+    """
+    return decode_api_versions_v0(conn.call(API_API_VERSIONS, version, body))
+
+
+def metadata_v4(conn: RawConnection, topics: list[str] | None, allow_auto_topic_creation: bool):
+    """Metadata v4; returns {topic: (error_code, {partition: (error_code, leader)})}."""
+    w = Writer()
+    if topics is None:
+        w.int32(-1)
+    else:
+        w.int32(len(topics))
+        for t in topics:
+            w.string(t)
+    w.boolean(allow_auto_topic_creation)
+    r = conn.call(API_METADATA, 4, w.getvalue())
+    r.int32()  # throttle
+    r.array(lambda x: (x.int32(), x.string(), x.int32(), x.string()))  # brokers
+    r.string()  # cluster id
+    r.int32()  # controller id
+
+    def partition(x: Reader):
+        err, idx, leader = x.int16(), x.int32(), x.int32()
+        x.array(lambda y: y.int32())  # replicas
+        x.array(lambda y: y.int32())  # ISR (offline replicas only from v5)
+        return idx, (err, leader)
+
+    def topic(x: Reader):
+        err, name = x.int16(), x.string()
+        x.boolean()
+        return name, (err, dict(x.array(partition)))
+
+    return dict(r.array(topic))
+
+
+def produce_v3(conn: RawConnection, topic: str, partition: int, records: bytes, acks: int = -1, timeout_ms: int = 10_000):
+    """Produce v3 to one partition; returns (error_code, base_offset)."""
+    body = (
+        Writer()
+        .string(None)  # transactional id
+        .int16(acks)
+        .int32(timeout_ms)
+        .int32(1)
+        .string(topic)
+        .int32(1)
+        .int32(partition)
+        .bytes_(records)
+        .getvalue()
+    )
+    r = conn.call(API_PRODUCE, 3, body)
+    topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.int32(), y.int16(), y.int64(), y.int64()))))
+    [(_, [(_, err, base_offset, _)])] = topics
+    return err, base_offset
+
+
+def fetch_v4(conn: RawConnection, topic: str, partition: int, offset: int, max_wait_ms: int = 100):
+    """Fetch v4 from one partition; returns (error_code, high_watermark, records_bytes)."""
+    body = (
+        Writer()
+        .int32(-1)  # replica id: a consumer
+        .int32(max_wait_ms)
+        .int32(1)  # min bytes
+        .int32(1024 * 1024)  # max bytes
+        .int8(0)  # isolation level
+        .int32(1)
+        .string(topic)
+        .int32(1)
+        .int32(partition)
+        .int64(offset)
+        .int32(1024 * 1024)
+        .getvalue()
+    )
+    r = conn.call(API_FETCH, 4, body)
+    r.int32()  # throttle
+
+    def part(y: Reader):
+        idx, err, hwm = y.int32(), y.int16(), y.int64()
+        y.int64()  # last stable offset
+        y.array(lambda z: (z.int64(), z.int64()))
+        return idx, err, hwm, y.bytes_()
+
+    topics = r.array(lambda x: (x.string(), x.array(part)))
+    [(_, [(_, err, hwm, recs)])] = topics
+    return err, hwm, recs
+
+
+def list_offsets_v1(conn: RawConnection, topic: str, partition: int, timestamp: int):
+    """ListOffsets v1 for one partition; returns (error_code, timestamp, offset)."""
+    body = Writer().int32(-1).int32(1).string(topic).int32(1).int32(partition).int64(timestamp).getvalue()
+    r = conn.call(API_LIST_OFFSETS, 1, body)
+    topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.int32(), y.int16(), y.int64(), y.int64()))))
+    [(_, [(_, err, ts, off)])] = topics
+    return err, ts, off

@@ -1,0 +1,207 @@
+"""Malformed bytes on the wire never take the broker down.
+
+DESIGN.md (Wire): "Oversized or malformed frames get an error and a closed connection, never a
+panic"; unknown or too-new API versions get Kafka's answers (KIP-511: ApiVersions v0 fallback with
+UNSUPPORTED_VERSION 35). Kafka's SocketServer closes the connection on a negative or oversized size
+prefix (socket.request.max.bytes) and on a request header or body it cannot parse. After every case
+the broker process must be alive and a fresh client must still produce and consume.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+
+import pytest
+
+import kafka_wire as w
+from clients import create_topic, unique_topic
+from keel_broker import launch, retire
+from test_errors import assert_serves
+
+REQUEST_MAX_BYTES = 1024 * 1024
+# What Keel must advertise (the APIs its contract serves).
+CONTRACT_APIS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
+                 19: "CreateTopics", 20: "DeleteTopics", 23: "OffsetForLeaderEpoch", 32: "DescribeConfigs",
+                 37: "CreatePartitions", 44: "IncrementalAlterConfigs", 60: "DescribeCluster"}
+
+
+@pytest.fixture(scope="module")
+def mal(tmp_path_factory):
+    b = launch(tmp_path_factory, "malformed", overrides={"socket.request.max.bytes": str(REQUEST_MAX_BYTES)})
+    b.health_topic = unique_topic("health")
+    create_topic(b.bootstrap, b.health_topic, 1)
+    yield b
+    retire(b)
+
+
+def connect(b) -> w.RawConnection:
+    return w.RawConnection.to(b.bootstrap)
+
+
+def header(api_key: int, version: int, corr: int = 7, client_id: str | None = "mal") -> bytes:
+    return w.request_header_v1(api_key, version, corr, client_id)
+
+
+# Each case sends something; `closes` says the broker must close the connection by itself
+# (without our half-close), as Kafka does.
+CASES = {
+    "huge-size-prefix": (struct.pack(">i", 2**31 - 1) + b"\x00" * 16, True),
+    "negative-size-prefix": (struct.pack(">i", -1) + b"\x00" * 16, True),
+    "over-socket.request.max.bytes": (struct.pack(">i", 2 * REQUEST_MAX_BYTES) + b"\x00" * 16, True),
+    "zero-size-frame": (struct.pack(">i", 0), True),
+    "frame-shorter-than-header": (w.frame(b"\x00\x12\x00"), True),
+    "unknown-api-key": (w.frame(header(9999, 0)), True),
+    "negative-api-key": (w.frame(header(-5, 0)), True),
+    "client-id-longer-than-frame": (w.frame(w.Writer().int16(18).int16(0).int32(1).int16(500).raw(b"ab").getvalue()), True),
+    "metadata-garbage-body": (w.frame(header(3, 4) + bytes(range(200, 256)) * 3), True),
+    "metadata-unsupported-version": (w.frame(header(3, 999) + b"\x00\x00\x00\x00"), True),
+    "produce-garbage-body": (w.frame(header(0, 3) + b"\xff" * 64), True),
+    "fetch-array-count-huge": (w.frame(header(1, 4) + w.Writer().int32(-1).int32(100).int32(1).int32(1 << 20)
+                                       .int8(0).int32(2**31 - 1).getvalue()), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_malformed_frame_closes_connection(mal, case):
+    """A malformed or oversized frame makes the broker close that connection by itself (within 10 s),
+    and the broker keeps serving (DESIGN.md Wire; Kafka SocketServer)."""
+    data, _ = CASES[case]
+    with connect(mal) as conn:
+        conn.send(data)
+        try:
+            conn.wait_closed(timeout_s=10)
+        except TimeoutError as e:
+            pytest.fail(f"{case}: {e}")
+    assert_serves(mal, mal.health_topic)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_bytes(mal, seed):
+    """4 KiB of seeded random bytes, then our half-close: the broker closes too and keeps serving."""
+    data = random.Random(seed).randbytes(4096)
+    with connect(mal) as conn:
+        conn.send(data)
+        conn.sock.shutdown(socket.SHUT_WR)
+        conn.wait_closed(timeout_s=10)
+    assert_serves(mal, mal.health_topic)
+
+
+def test_truncated_frame_then_close(mal):
+    """A size prefix of 100 followed by 10 bytes and an abrupt close leaves the broker serving."""
+    for _ in range(20):
+        with connect(mal) as conn:
+            conn.send(struct.pack(">i", 100) + b"\x00\x03\x00\x04" + b"\x00" * 6)
+    with connect(mal) as conn:
+        conn.send(struct.pack(">i", 100) + b"\x00" * 10)
+        conn.sock.shutdown(socket.SHUT_WR)
+        conn.wait_closed(timeout_s=10)
+    assert_serves(mal, mal.health_topic)
+
+
+def test_idle_connections(mal):
+    """50 connections opened and dropped without a byte leave the broker serving."""
+    for _ in range(50):
+        socket.create_connection(("127.0.0.1", mal.port), timeout=5).close()
+    assert_serves(mal, mal.health_topic)
+
+
+def test_api_versions_v0_lists_contract(mal):
+    """ApiVersions v0 answers error 0 and advertises every API in Keel's contract with min <= max."""
+    with connect(mal) as conn:
+        res = w.api_versions(conn, 0)
+    assert res.error_code == 0
+    missing = {k: n for k, n in CONTRACT_APIS.items() if k not in res.api_keys}
+    assert not missing, f"ApiVersions does not advertise {missing}; got {sorted(res.api_keys)}"
+    bad = {k: v for k, v in res.api_keys.items() if not 0 <= v[0] <= v[1]}
+    assert not bad, f"ranges with min > max: {bad}"
+    assert res.api_keys[18][1] >= 3, f"ApiVersions max version {res.api_keys[18][1]} < 3 (KIP-511)"
+
+
+@pytest.mark.parametrize("body", [b"", b"\x07garbage-body\x00\xff"], ids=["empty-body", "garbage-body"])
+def test_api_versions_unsupported_version(mal, body):
+    """ApiVersions at version 127 gets a v0-layout answer with UNSUPPORTED_VERSION (35) and the full
+    key list, and the connection stays usable for a v0 request (KIP-511)."""
+    with connect(mal) as conn:
+        res = w.api_versions(conn, 127, body)
+        assert res.error_code == w.UNSUPPORTED_VERSION, f"error {res.error_code}"
+        assert 18 in res.api_keys and res.api_keys[18][0] == 0, f"key list: {res.api_keys}"
+        assert set(CONTRACT_APIS) <= set(res.api_keys), f"key list lacks {set(CONTRACT_APIS) - set(res.api_keys)}"
+        again = w.api_versions(conn, 0)
+        assert again.error_code == 0
+    assert_serves(mal, mal.health_topic)
+
+
+def test_api_versions_v3_flexible(mal):
+    """ApiVersions v3 (flexible request header v2, compact strings) answers error 0 (KIP-511)."""
+    body = b"\x05keel\x06" + b"0.1.0" + b"\x00"  # compact client software name/version, no tags
+    hdr = w.Writer().int16(18).int16(3).int32(42).string("mal").raw(b"\x00").getvalue()
+    with connect(mal) as conn:
+        conn.send(w.frame(hdr + body))
+        r = w.Reader(conn.recv_frame())
+        assert r.int32() == 42
+        assert r.int16() == 0, "ApiVersions v3 error code"
+
+
+def test_pipelined_valid_then_garbage(mal):
+    """A valid ApiVersions v0 followed in the same write by an unknown API key: the valid request is
+    answered first, then the connection closes (requests are handled in order)."""
+    good = w.request(w.API_API_VERSIONS, 0, 5, b"")
+    bad = w.frame(header(9999, 0, corr=6))
+    with connect(mal) as conn:
+        conn.send(good + bad)
+        r = w.Reader(conn.recv_frame())
+        assert r.int32() == 5
+        assert r.int16() == 0
+        conn.wait_closed(timeout_s=10)
+    assert_serves(mal, mal.health_topic)
+
+
+def test_produce_corrupt_crc(mal):
+    """Produce v3 with a batch whose CRC-32C is wrong answers CORRUPT_MESSAGE (2) and appends nothing
+    (Kafka LogValidator); the connection stays usable."""
+    topic = unique_topic("crc")
+    create_topic(mal.bootstrap, topic, 1)
+    with connect(mal) as conn:
+        err, _ = w.produce_v3(conn, topic, 0, w.record_batch([(b"k", b"v", 1_700_000_000_000)], corrupt_crc=True))
+        assert err == w.CORRUPT_MESSAGE, f"error {err}"
+        err, _, latest = w.list_offsets_v1(conn, topic, 0, -1)
+        assert (err, latest) == (w.NONE, 0), "the corrupt batch must not be appended"
+        err, base = w.produce_v3(conn, topic, 0, w.record_batch([(b"k", b"v", 1_700_000_000_000)]))
+        assert (err, base) == (w.NONE, 0)
+    assert_serves(mal, mal.health_topic)
+
+
+@pytest.mark.parametrize("mangle", ["truncated-batch", "batch-length-lies", "record-count-lies", "magic-1"])
+def test_produce_malformed_batch(mal, mangle):
+    """Produce v3 whose records field holds a damaged v2 batch is refused (CORRUPT_MESSAGE 2 or
+    INVALID_RECORD 87) or the connection is closed; nothing is appended and the broker serves on."""
+    topic = unique_topic("badbatch")
+    create_topic(mal.bootstrap, topic, 1)
+    batch = bytearray(w.record_batch([(b"k%d" % i, b"v" * 50, 1_700_000_000_000 + i) for i in range(5)]))
+    if mangle == "truncated-batch":
+        batch = batch[:-20]
+    elif mangle == "batch-length-lies":
+        struct.pack_into(">i", batch, 8, len(batch) * 4)
+    elif mangle == "record-count-lies":
+        struct.pack_into(">i", batch, 57, 500)  # records count, CRC recomputed below
+        _fix_crc(batch)
+    else:
+        batch[16] = 1  # magic
+    with connect(mal) as conn:
+        try:
+            err, _ = w.produce_v3(conn, topic, 0, bytes(batch))
+            assert err in (w.CORRUPT_MESSAGE, 87), f"{mangle}: error {err}"
+        except ConnectionError:
+            pass
+    with connect(mal) as conn:
+        err, _, latest = w.list_offsets_v1(conn, topic, 0, -1)
+        assert (err, latest) == (w.NONE, 0), f"{mangle}: log end offset {latest} after a refused batch"
+    assert_serves(mal, mal.health_topic)
+
+
+def _fix_crc(batch: bytearray) -> None:
+    import crc32c
+
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
