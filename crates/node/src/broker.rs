@@ -41,6 +41,8 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub cluster_id: String,
     pub broker_epoch: i64,
+    /// How the previous run ended, as detected at open.
+    pub previous_shutdown: PreviousShutdown,
     pub clock: Arc<dyn Clock>,
     storage: Arc<dyn Storage>,
     log_dirs: Vec<LogDir>,
@@ -84,6 +86,9 @@ impl Broker {
                 broker_epoch,
                 "clean shutdown file found (broker epoch {broker_epoch}): skipping log recovery"
             ),
+            PreviousShutdown::Unclean if metadata.broker_epoch == 0 => {
+                info!("no clean shutdown file: first start on these log directories")
+            }
             PreviousShutdown::Unclean => {
                 info!("no clean shutdown file: recovering logs from their recovery points")
             }
@@ -141,6 +146,7 @@ impl Broker {
         let (data_changed, _) = watch::channel(0);
         Ok(Broker {
             broker_epoch: metadata.broker_epoch,
+            previous_shutdown: previous,
             config,
             cluster_id,
             clock,
