@@ -15,6 +15,7 @@
 //! Nothing here does IO: callers hand in bytes and get bytes back, so the same code runs over
 //! a real socket and under the simulator.
 
+pub mod client;
 pub mod frame;
 pub mod request;
 pub mod response;
