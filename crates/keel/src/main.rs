@@ -1,6 +1,8 @@
 //! The `keel` command: format log directories, run a broker, or run a ready-made local
 //! development broker.
 
+mod bench;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +58,8 @@ enum Command {
     },
     /// Print a new random cluster id.
     RandomClusterId,
+    /// Drive a running cluster with producers and consumers; print throughput and latency.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -98,6 +102,7 @@ fn main() -> anyhow::Result<()> {
             port,
             overrides,
         } => dev(&data_dir, port, &overrides),
+        Command::Bench(args) => bench::run(args),
         Command::RandomClusterId => {
             println!("{}", random_cluster_id());
             Ok(())

@@ -12,6 +12,7 @@
 //! `keel_log::storage::Storage` — so a simulator can substitute all three.
 
 pub mod broker;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod error;

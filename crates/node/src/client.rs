@@ -1,0 +1,147 @@
+//! A Kafka protocol client connection for Keel's own outgoing traffic: follower fetches and
+//! broker-to-controller RPCs (in the cluster), and the `keel bench` load generator.
+//!
+//! One request at a time per connection, answered in order, like a Kafka broker serves a
+//! connection. API versions are negotiated once with ApiVersions; callers ask for the highest
+//! version both sides serve within the range they can build.
+
+use std::collections::BTreeMap;
+
+use bytes::BytesMut;
+use keel_wire::client::{decode_response, encode_request, ResponseDecodeError};
+use keel_wire::frame::{self, FrameError};
+use keel_wire::kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use keel_wire::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest response this client accepts (a fetch can be large).
+pub const CLIENT_RESPONSE_MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// Why a call failed. Every variant leaves the connection unusable except `NoCommonVersion`.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("connection error: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("connection closed by the peer")]
+    Closed,
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    #[error(transparent)]
+    Decode(#[from] ResponseDecodeError),
+    #[error("cannot encode request: {0:#}")]
+    Encode(anyhow::Error),
+    #[error("the peer serves no version of {api_key:?} in {min}..={max}")]
+    NoCommonVersion { api_key: ApiKey, min: i16, max: i16 },
+    #[error("ApiVersions failed with error code {0}")]
+    ApiVersions(i16),
+}
+
+/// A client connection over any byte stream.
+#[derive(Debug)]
+pub struct Connection<S> {
+    stream: S,
+    buffer: BytesMut,
+    next_correlation_id: i32,
+    client_id: String,
+    /// The peer's served ranges, once negotiated.
+    versions: BTreeMap<i16, (i16, i16)>,
+}
+
+impl Connection<TcpStream> {
+    /// Connects to `addr` (`host:port`) and negotiates versions.
+    pub async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let mut connection = Connection::new(stream, client_id);
+        connection.negotiate().await?;
+        Ok(connection)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
+    pub fn new(stream: S, client_id: &str) -> Self {
+        Connection {
+            stream,
+            buffer: BytesMut::with_capacity(64 * 1024),
+            next_correlation_id: 0,
+            client_id: client_id.to_string(),
+            versions: BTreeMap::new(),
+        }
+    }
+
+    /// Asks the peer which versions it serves (ApiVersions v3, falling back to v0).
+    pub async fn negotiate(&mut self) -> Result<(), ClientError> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("keel"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response: ApiVersionsResponse =
+            self.call_version(ApiKey::ApiVersions, 3, &request).await?;
+        if response.error_code != 0 {
+            response = self.call_version(ApiKey::ApiVersions, 0, &request).await?;
+        }
+        if response.error_code != 0 {
+            return Err(ClientError::ApiVersions(response.error_code));
+        }
+        self.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        Ok(())
+    }
+
+    /// The highest version of `api_key` in `min..=max` that the peer serves.
+    pub fn version(&self, api_key: ApiKey, min: i16, max: i16) -> Result<i16, ClientError> {
+        let (peer_min, peer_max) = self
+            .versions
+            .get(&(api_key as i16))
+            .copied()
+            .ok_or(ClientError::NoCommonVersion { api_key, min, max })?;
+        let version = max.min(peer_max);
+        if version < min.max(peer_min) {
+            return Err(ClientError::NoCommonVersion { api_key, min, max });
+        }
+        Ok(version)
+    }
+
+    /// Sends `request` at `version` and waits for its response.
+    pub async fn call_version<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)
+            .map_err(ClientError::Encode)?;
+        self.stream.write_all(&bytes).await?;
+        let frame = loop {
+            if let Some(frame) = frame::take_frame(&mut self.buffer, CLIENT_RESPONSE_MAX_BYTES)? {
+                break frame;
+            }
+            self.buffer
+                .reserve(frame::missing_bytes(&self.buffer).max(64 * 1024));
+            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+                return Err(ClientError::Closed);
+            }
+        };
+        Ok(decode_response(api_key, version, correlation_id, frame)?)
+    }
+
+    /// Sends a request whose response is never sent (Produce with acks=0).
+    pub async fn send_only<Req: Encodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<(), ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)
+            .map_err(ClientError::Encode)?;
+        self.stream.write_all(&bytes).await?;
+        Ok(())
+    }
+}
