@@ -3,7 +3,7 @@
 What lives here: big-endian primitive writers/readers, request framing (request header v1,
 non-flexible), record batch v2 encoding (magic 2, CRC-32C), a blocking raw connection, and encoders
 and decoders for the handful of non-flexible request versions the tests use (ApiVersions v0,
-Metadata v4, Produce v3, Fetch v4, ListOffsets v1). Field layouts follow Kafka's
+Metadata v4, Produce v3, Fetch v4, ListOffsets v1, OffsetForLeaderEpoch v3). Field layouts follow Kafka's
 clients/src/main/resources/common/message/*.json. Nothing here is a client: no retries, no
 metadata, no version negotiation beyond `api_versions`.
 """
@@ -23,6 +23,7 @@ API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_METADATA = 3
 API_API_VERSIONS = 18
+API_OFFSET_FOR_LEADER_EPOCH = 23
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors).
 NONE = 0
@@ -31,6 +32,9 @@ CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 UNSUPPORTED_VERSION = 35
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+UNKNOWN_LEADER_EPOCH = 75
+INVALID_RECORD = 87
 
 RECV_TIMEOUT_S = 10.0
 
@@ -398,3 +402,15 @@ def list_offsets_v1(conn: RawConnection, topic: str, partition: int, timestamp: 
     topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.int32(), y.int16(), y.int64(), y.int64()))))
     [(_, [(_, err, ts, off)])] = topics
     return err, ts, off
+
+
+def offset_for_leader_epoch_v3(conn: RawConnection, topic: str, partition: int, leader_epoch: int,
+                               current_leader_epoch: int = -1):
+    """OffsetForLeaderEpoch v3 (consumer form, replica id -1); returns (error_code, leader_epoch, end_offset)."""
+    body = (Writer().int32(-1).int32(1).string(topic).int32(1)
+            .int32(partition).int32(current_leader_epoch).int32(leader_epoch).getvalue())
+    r = conn.call(API_OFFSET_FOR_LEADER_EPOCH, 3, body)
+    r.int32()  # throttle
+    topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.int16(), y.int32(), y.int32(), y.int64()))))
+    [(_, [(err, _, epoch, end_offset)])] = topics
+    return err, epoch, end_offset

@@ -29,8 +29,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _PR_SET_PDEATHSIG = 1
 _ports_handed_out: set[int] = set()
 _live_processes: set[subprocess.Popen] = set()
-# Brokers started through `launch` and not yet `retire`d; failing tests get their log tails.
-running_brokers: list["Broker"] = []
 
 
 class BrokerError(AssertionError):
@@ -69,8 +67,15 @@ def kill_all_live_processes() -> None:
         _live_processes.discard(p)
 
 
+BACKTRACE_FRAME_RE = re.compile(r"^\s+(\d+: |at )")
+
+
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.splitlines()[-lines:])
+    """The last `lines` lines, with Rust backtrace frames left out (they stay in the log file)."""
+    kept = [ln for ln in text.splitlines() if not BACKTRACE_FRAME_RE.match(ln)]
+    dropped = len(text.splitlines()) - len(kept)
+    note = [f"({dropped} backtrace frame lines omitted; see the log file)"] if dropped else []
+    return "\n".join(kept[-lines:] + note)
 
 
 class Broker:
@@ -156,8 +161,9 @@ class Broker:
         if out.returncode != 0:
             raise BrokerError(f"`keel format` exited {out.returncode}\nstdout:\n{tail(out.stdout)}\n"
                               f"stderr:\n{tail(out.stderr)}")
-        lines = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
-        self.cluster_id = lines[-1] if lines else None
+        # The cluster id is the last word `keel format` prints ("... for cluster <ID>").
+        words = out.stdout.split()
+        self.cluster_id = words[-1] if words else None
         self.formatted = True
 
     def argv(self, binary: Path) -> list[str]:
@@ -249,18 +255,14 @@ class Broker:
 def launch(tmp_path_factory, name: str, **kwargs) -> Broker:
     """Creates and starts a broker in a fresh directory; the caller must `retire()` it."""
     b = Broker(tmp_path_factory.mktemp(name), name=name, **kwargs)
-    running_brokers.append(b)
     try:
         b.start()
     except BaseException:
-        running_brokers.remove(b)
         b.stop()
         raise
     return b
 
 
 def retire(b: Broker) -> None:
-    """Stops a launched broker and forgets it."""
+    """Stops a launched broker (teardown)."""
     b.stop()
-    if b in running_brokers:
-        running_brokers.remove(b)

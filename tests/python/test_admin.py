@@ -17,7 +17,7 @@ from confluent_kafka.admin import (AlterConfigOpType, ConfigEntry, ConfigResourc
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from clients import (ADMIN_TIMEOUT_S, confluent_admin, confluent_consume, confluent_produce_one, unique_topic,
+from clients import (ADMIN_TIMEOUT_S, RDKAFKA_LOG, confluent_admin, confluent_consume, confluent_produce_one, unique_topic,
                      wait_for_leaders)
 
 RETENTION_MS = "3600000"
@@ -36,13 +36,16 @@ def _describe_config(admin, topic: str) -> dict[str, ConfigEntry]:
 
 
 def _wait_gone_confluent(admin, topic: str) -> None:
+    """Polls describe_topics (Metadata without auto-creation) until the topic is unknown."""
     deadline = time.monotonic() + T
     while time.monotonic() < deadline:
-        md = admin.list_topics(timeout=10)
-        if topic not in md.topics:
+        try:
+            admin.describe_topics(ck.TopicCollection([topic]))[topic].result(timeout=T)
+        except ck.KafkaException as e:
+            assert _error_code(e) == ck.KafkaError.UNKNOWN_TOPIC_OR_PART, str(e)
             return
         time.sleep(0.1)
-    raise AssertionError(f"confluent-kafka: {topic} still listed {T}s after DeleteTopics succeeded")
+    raise AssertionError(f"confluent-kafka: {topic} still described {T}s after DeleteTopics succeeded")
 
 
 # -- confluent-kafka --------------------------------------------------------------------------
@@ -59,8 +62,7 @@ def test_confluent_topic_lifecycle(broker):
     assert fut.result(timeout=T) is None
     wait_for_leaders(admin, topic, 3)
 
-    md = admin.list_topics(timeout=10)
-    assert topic in md.topics, f"list_topics does not show {topic}: {sorted(md.topics)}"
+    md = admin.list_topics(topic=topic, timeout=10)
     assert list(md.brokers) == [1], f"Metadata brokers: {md.brokers}"
 
     desc = admin.describe_topics(ck.TopicCollection([topic]))[topic].result(timeout=T)
@@ -102,6 +104,41 @@ def test_confluent_topic_lifecycle(broker):
     _wait_gone_confluent(admin, topic)
 
 
+def test_confluent_list_topics(broker):
+    """list_topics() with no topic (Metadata with a null topic array: all topics) names every created
+    topic and the single broker (Metadata v12+, librdkafka's request)."""
+    admin = confluent_admin(broker.bootstrap)
+    names = [unique_topic("list-ck") for _ in range(3)]
+    for name in names:
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=T)
+    md = admin.list_topics(timeout=10)
+    assert set(names) <= set(md.topics), f"list_topics lacks {set(names) - set(md.topics)}"
+    assert list(md.brokers) == [1], f"Metadata brokers: {md.brokers}"
+
+
+def test_confluent_recreate_deleted_topic(broker):
+    """A topic deleted and created again under the same name starts empty at offset 0 with the new
+    partition count (DeleteTopics removes the log, KIP-516 gives the new topic a new id)."""
+    admin = confluent_admin(broker.bootstrap)
+    topic = unique_topic("recreate")
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=T)
+    wait_for_leaders(admin, topic, 2)
+    for p in (0, 1):
+        err, _ = confluent_produce_one(broker.bootstrap, topic, b"old-%d" % p, partition=p)
+        assert err is None, err
+    admin.delete_topics([topic])[topic].result(timeout=T)
+    _wait_gone_confluent(admin, topic)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=T)
+    wait_for_leaders(admin, topic, 1)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "logger": RDKAFKA_LOG})
+    try:
+        assert c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10, cached=False) == (0, 0)
+    finally:
+        c.close()
+    err, msg = confluent_produce_one(broker.bootstrap, topic, b"new")
+    assert err is None and msg.offset() == 0, (err, msg.offset() if msg else None)
+
+
 def test_confluent_create_existing_topic(broker):
     """Creating a topic that exists fails with TOPIC_ALREADY_EXISTS (36) (CreateTopics, Kafka Errors)."""
     admin = confluent_admin(broker.bootstrap)
@@ -122,7 +159,7 @@ def test_confluent_create_topic_invalid_config(broker, config):
     with pytest.raises(ck.KafkaException) as e:
         admin.create_topics([NewTopic(topic, 1, 1, config=config)])[topic].result(timeout=T)
     assert _error_code(e.value) == ck.KafkaError.INVALID_CONFIG, str(e.value)
-    assert topic not in admin.list_topics(timeout=10).topics
+    _wait_gone_confluent(admin, topic)
 
 
 def test_confluent_alter_invalid_config(broker):

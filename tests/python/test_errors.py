@@ -11,6 +11,7 @@ import confluent_kafka as ck
 import kafka as kp
 import kafka.errors as kerr
 import pytest
+from confluent_kafka.admin import ConfigResource
 
 import kafka_wire as w
 from clients import confluent_admin, confluent_consume, confluent_produce_one, create_topic, unique_topic
@@ -40,9 +41,10 @@ def no_auto_create(tmp_path_factory):
 
 def assert_serves(b, topic: str | None = None) -> None:
     """The broker process is alive and a fresh confluent-kafka client still produces and consumes."""
-    assert b.alive(), f"broker died\n{b.log_tail()}"
+    assert b.alive(), f"broker died (exit {b.proc.returncode}); see its log tail below"
     topic = topic or unique_topic("health")
     err, msg = confluent_produce_one(b.bootstrap, topic, b"still-serving")
+    assert b.alive(), f"broker died (exit {b.proc.returncode}) while serving the health check"
     assert err is None, f"produce after the error case failed: {err}"
     got = confluent_consume(b.bootstrap, topic, [0], {0: 1}, start_offset=msg.offset())
     assert [r.value for _, r in got[0]] == [b"still-serving"]
@@ -120,6 +122,18 @@ def test_raw_unknown_partition(small, two_partitions, api, where):
     assert_serves(small)
 
 
+def test_raw_fetch_out_of_range(small, two_partitions):
+    """Fetch v4 past the log end offset answers OFFSET_OUT_OF_RANGE (1); at the log end offset it
+    answers no records and no error (Kafka ReplicaManager.readFromLocalLog)."""
+    with w.RawConnection.to(small.bootstrap) as conn:
+        err, base = w.produce_v3(conn, two_partitions, 1, w.record_batch([(b"k", b"v", 1_700_000_000_000)]))
+        assert err == w.NONE
+        err, hwm, _ = w.fetch_v4(conn, two_partitions, 1, base + 100)
+        assert err == w.OFFSET_OUT_OF_RANGE, f"fetch at {base + 100} with hwm {hwm}: error {err}"
+        err, hwm, recs = w.fetch_v4(conn, two_partitions, 1, base + 1)
+        assert (err, hwm, recs or b"") == (w.NONE, base + 1, b"")
+
+
 def test_confluent_produce_unknown_partition(small, two_partitions):
     """confluent-kafka refuses partition 99 of a 2-partition topic with an unknown-partition error."""
     err, _ = confluent_produce_one(small.bootstrap, two_partitions, b"v", partition=99)
@@ -130,7 +144,7 @@ def test_kafka_python_unknown_partition(small, two_partitions):
     """kafka-python refuses to send to partition 99 of a 2-partition topic (its metadata shows 2)."""
     producer = kp.KafkaProducer(bootstrap_servers=small.bootstrap, enable_idempotence=False, max_block_ms=5000)
     try:
-        with pytest.raises((AssertionError, kerr.KafkaError)):
+        with pytest.raises((ValueError, AssertionError, kerr.KafkaError)):
             producer.send(two_partitions, value=b"v", partition=99).get(timeout=10)
     finally:
         producer.close(timeout=10)
@@ -180,8 +194,9 @@ def test_auto_create_off_confluent(no_auto_create):
     err, _ = confluent_produce_one(no_auto_create.bootstrap, topic, b"v", extra={
         "topic.metadata.propagation.max.ms": 2000, "message.timeout.ms": 8000})
     assert err is not None and err.code() in (ck.KafkaError._UNKNOWN_TOPIC, ck.KafkaError.UNKNOWN_TOPIC_OR_PART), err
-    md = confluent_admin(no_auto_create.bootstrap).list_topics(timeout=10)
-    assert topic not in md.topics
+    with w.RawConnection.to(no_auto_create.bootstrap) as conn:
+        md = w.metadata_v4(conn, [topic], allow_auto_topic_creation=False)
+    assert md[topic][0] == w.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} exists after a refused produce: {md}"
     assert_serves(no_auto_create, topic=_created(no_auto_create))
 
 
@@ -201,3 +216,13 @@ def _created(b) -> str:
     topic = unique_topic("explicit")
     create_topic(b.bootstrap, topic, 1)
     return topic
+
+
+def test_broker_config_override_visible(small):
+    """DescribeConfigs on the broker resource shows the --override value of message.max.bytes
+    (Kafka: static broker config source)."""
+    admin = confluent_admin(small.bootstrap)
+    [fut] = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")]).values()
+    configs = fut.result(timeout=30)
+    assert "message.max.bytes" in configs, f"broker configs: {sorted(configs)[:20]}"
+    assert configs["message.max.bytes"].value == str(MESSAGE_MAX_BYTES), configs["message.max.bytes"]

@@ -12,6 +12,7 @@ import kafka as kp
 import pytest
 from confluent_kafka.admin import OffsetSpec
 
+import kafka_wire as w
 from keel_broker import launch, retire
 from clients import (ADMIN_TIMEOUT_S, BASE_TIMESTAMP_MS, Rec, confluent_admin, confluent_consumer,
                      confluent_produce, create_topic, kp_consumer, unique_topic)
@@ -60,9 +61,9 @@ def test_confluent_offsets_for_times(topic):
     try:
         cases = [(ts_of(k), k) for k in PROBES] + [(ts_of(k) + 5, k + 1) for k in PROBES[:-1]]
         cases += [(BASE_TIMESTAMP_MS - 1000, 0), (ts_of(RECORDS - 1) + 1, -1)]
-        res = c.offsets_for_times([ck.TopicPartition(name, 0, ts) for ts, _ in cases], timeout=10)
-        got = [(tp.offset, tp.error) for tp in res]
-        assert got == [(want, None) for _, want in cases], list(zip([ts for ts, _ in cases], got))
+        for ts, want in cases:  # one partition per call: a request may name a partition once
+            [tp] = c.offsets_for_times([ck.TopicPartition(name, 0, ts)], timeout=10)
+            assert (tp.offset, tp.error) == (want, None), f"target {ts}: got {tp.offset} ({tp.error}), expected {want}"
         [empty] = c.offsets_for_times([ck.TopicPartition(name, 1, BASE_TIMESTAMP_MS)], timeout=10)
         assert (empty.offset, empty.error) == (-1, None)
     finally:
@@ -125,3 +126,29 @@ def test_kafka_python_offsets_for_times(topic):
         assert c.offsets_for_times({tp1: BASE_TIMESTAMP_MS}, timeout_ms=10000)[tp1] is None
     finally:
         c.close()
+
+
+def test_raw_list_offsets_v1(topic):
+    """ListOffsets v1 (the oldest version Kafka 4 serves) answers earliest, latest and a timestamp
+    lookup with (timestamp, offset) on partition 0."""
+    b, name = topic
+    with w.RawConnection.to(b.bootstrap) as conn:
+        try:
+            assert w.list_offsets_v1(conn, name, 0, -2)[::2] == (w.NONE, 0)
+            assert w.list_offsets_v1(conn, name, 0, -1)[::2] == (w.NONE, RECORDS)
+            assert w.list_offsets_v1(conn, name, 0, ts_of(57)) == (w.NONE, ts_of(57), 57)
+        except ConnectionError as e:
+            pytest.fail(f"broker closed the connection instead of answering ListOffsets v1: {e}")
+
+
+def test_raw_offset_for_leader_epoch(topic):
+    """OffsetForLeaderEpoch v3 for the current epoch 0 of a fresh topic answers the log end offset, also
+    on an empty partition (Kafka's Partition.makeLeader records epoch 0 at offset 0 before any data);
+    an unknown partition answers UNKNOWN_TOPIC_OR_PARTITION (3) and a current_leader_epoch from the
+    future answers UNKNOWN_LEADER_EPOCH (75) (KIP-101, KIP-320)."""
+    b, name = topic
+    with w.RawConnection.to(b.bootstrap) as conn:
+        assert w.offset_for_leader_epoch_v3(conn, name, 0, 0) == (w.NONE, 0, RECORDS)
+        assert w.offset_for_leader_epoch_v3(conn, name, 99, 0)[0] == w.UNKNOWN_TOPIC_OR_PARTITION
+        assert w.offset_for_leader_epoch_v3(conn, name, 0, 0, current_leader_epoch=1000)[0] == w.UNKNOWN_LEADER_EPOCH
+        assert w.offset_for_leader_epoch_v3(conn, name, 1, 0) == (w.NONE, 0, 0), "empty partition"

@@ -1,6 +1,7 @@
 //! The `keel` command: format log directories, run a broker, or run a ready-made local
 //! development broker.
 
+mod alloc_guard;
 mod bench;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,9 @@ use keel_node::config::{self, BrokerConfig};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use uuid::Uuid;
+
+#[global_allocator]
+static GLOBAL: alloc_guard::GuardedAllocator = alloc_guard::GuardedAllocator;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -60,6 +64,13 @@ enum Command {
     RandomClusterId,
     /// Drive a running cluster with producers and consumers; print throughput and latency.
     Bench(bench::BenchArgs),
+    /// Run golden controller cases (TOML, format in docs/testing-golden.md); exits non-zero if
+    /// any case fails.
+    Golden {
+        /// Case files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -103,11 +114,34 @@ fn main() -> anyhow::Result<()> {
             overrides,
         } => dev(&data_dir, port, &overrides),
         Command::Bench(args) => bench::run(args),
+        Command::Golden { files } => golden(&files),
         Command::RandomClusterId => {
             println!("{}", random_cluster_id());
             Ok(())
         }
     }
+}
+
+/// Runs every case of every file; prints each file's report.
+fn golden(files: &[PathBuf]) -> anyhow::Result<()> {
+    let (mut passed, mut failed) = (0, 0);
+    for file in files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let report = keel_controller::golden::run(&text);
+        println!("== {}\n{report}", file.display());
+        passed += report.passed_count();
+        failed += report.failed();
+        if !report.passed() && report.failed() == 0 {
+            // A file that does not parse fails as a whole.
+            failed += 1;
+        }
+    }
+    println!("golden: {passed} passed, {failed} failed");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 /// Kafka's cluster-id form: a random UUID as 22 characters of URL-safe base64.

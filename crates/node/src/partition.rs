@@ -57,8 +57,14 @@ impl Partition {
             config: RwLock::new(config),
         };
         {
-            let log = partition.lock_log();
+            let mut log = partition.lock_log();
             partition.maybe_advance_high_watermark(&log);
+            // As a new leader does (Kafka's maybeAssignEpochStartOffset): the current epoch
+            // starts at the log end offset, so OffsetForLeaderEpoch answers it even before the
+            // first append of the epoch.
+            if let Err(e) = log.assign_epoch_start_offset(leader_epoch) {
+                tracing::warn!(partition = %partition.tp, error = %e, "cannot record the leader epoch start");
+            }
         }
         partition
     }

@@ -122,16 +122,8 @@ pub fn decode(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
     let header = RequestHeader::decode(&mut buf, api_key.request_header_version(api_version))
         .map_err(malformed)?;
     let body = decode_body(api_key, api_version, &mut buf).map_err(malformed)?;
-    if buf.has_remaining() {
-        // Kafka tolerates trailing bytes only for ApiVersions (newer clients probing an older
-        // broker); anything else means the body was not what its header claimed.
-        if api_key != ApiKey::ApiVersions {
-            return Err(malformed(anyhow::anyhow!(
-                "{} trailing bytes after the body",
-                buf.remaining()
-            )));
-        }
-    }
+    // Trailing bytes are ignored, as Kafka does: clients send fields a newer schema version
+    // defines, and librdkafka pads some requests.
     Ok(DecodedRequest {
         api_key,
         header,

@@ -20,10 +20,13 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 const LATEST_TIERED_TIMESTAMP: i64 = -5;
 
+/// The first ListOffsets version whose response carries the leader epoch.
+const LEADER_EPOCH_MIN_VERSION: i16 = 4;
+
 pub fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
-    _version: i16,
+    version: i16,
 ) -> ListOffsetsResponse {
     let topics = request
         .topics
@@ -44,21 +47,24 @@ pub fn handle(
                     ) {
                         Ok(found) => {
                             let (offset, timestamp) = found.unwrap_or((-1, -1));
-                            response
+                            let response = response
                                 .with_error_code(0)
                                 .with_offset(offset)
-                                .with_timestamp(timestamp)
-                                .with_leader_epoch(found.map_or(-1, |_| {
+                                .with_timestamp(timestamp);
+                            if version >= LEADER_EPOCH_MIN_VERSION {
+                                response.with_leader_epoch(found.map_or(-1, |_| {
                                     broker
                                         .partition(&topic.name, p.partition_index)
                                         .map_or(-1, |part| part.leader_epoch().0)
                                 }))
+                            } else {
+                                response
+                            }
                         }
                         Err(error) => response
                             .with_error_code(error.code())
                             .with_offset(-1)
-                            .with_timestamp(-1)
-                            .with_leader_epoch(-1),
+                            .with_timestamp(-1),
                     }
                 })
                 .collect();

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use keel_log::LogError;
 use keel_wire::kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, TopicProduceResponse,
 };
@@ -92,6 +93,10 @@ fn append(
     })?;
     refuse_producer_state(records)?;
     partition.append_as_leader(records, now_ms).map_err(|e| {
+        // Produce v3+ carries only magic-2 batches; Kafka rejects older formats as invalid.
+        if let LogError::UnsupportedMagic { .. } = e {
+            return ApiError::new(ResponseError::InvalidRecord, e.to_string());
+        }
         let error = from_log_error(&e);
         if error.error == ResponseError::KafkaStorageError {
             warn!(partition = %partition.tp, error = %e, "append failed");

@@ -1,0 +1,454 @@
+//! The cluster metadata image: brokers, topics, partitions, configs, features — and
+//! [`ClusterImage::replay`], the only thing that changes it.
+//!
+//! Replay is deterministic (ordered maps everywhere) and checks invariants: a record that would
+//! break one is rejected with a [`ReplayError`] and leaves the image untouched.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::config::{self, ELR_FEATURE};
+use crate::errors::ReplayError;
+use crate::partition::PartitionState;
+use crate::records::{
+    BrokerStateChange, ConfigRecord, ConfigResource, FeatureLevelRecord, Listener, PartitionRecord,
+    Record, RegisterBrokerRecord, TopicRecord,
+};
+use crate::types::{
+    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, TopicId, TopicPartition,
+    UncleanRecoveryStrategy,
+};
+
+/// Where a registered broker stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BrokerState {
+    /// Registered but not serving: not electable, not allowed in an ISR.
+    Fenced,
+    /// Serving.
+    Unfenced,
+    /// Serving but shutting down: not electable, leaves every ISR.
+    ControlledShutdown,
+}
+
+/// A broker's registration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    /// The broker.
+    pub id: BrokerId,
+    /// Its broker epoch.
+    pub epoch: BrokerEpoch,
+    /// Its process incarnation.
+    pub incarnation: IncarnationId,
+    /// Its listeners.
+    pub listeners: Vec<Listener>,
+    /// Its rack.
+    pub rack: Option<String>,
+    /// Its online log directories.
+    pub log_dirs: Vec<DirectoryId>,
+    /// Fenced, unfenced, or in controlled shutdown.
+    pub state: BrokerState,
+    /// The metadata-log offset its registration record was replayed at: it is unfenced once its
+    /// own metadata offset reaches this.
+    pub registered_at: MetadataOffset,
+}
+
+impl BrokerRegistration {
+    /// Unfenced and not shutting down: may lead and may be in an ISR.
+    pub fn is_live(&self) -> bool {
+        self.state == BrokerState::Unfenced
+    }
+}
+
+/// A topic and its partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicImage {
+    /// The topic id.
+    pub id: TopicId,
+    /// The topic name.
+    pub name: String,
+    /// Topic-level configs.
+    pub configs: BTreeMap<String, String>,
+    /// Partitions by index.
+    pub partitions: BTreeMap<u32, PartitionState>,
+}
+
+impl TopicImage {
+    /// The replication factor (of partition 0, as Kafka's controller does).
+    pub fn replication_factor(&self) -> usize {
+        self.partitions
+            .values()
+            .next()
+            .map_or(1, PartitionState::replication_factor)
+    }
+}
+
+/// The whole metadata image.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterImage {
+    brokers: BTreeMap<BrokerId, BrokerRegistration>,
+    topics: BTreeMap<TopicId, TopicImage>,
+    topic_names: BTreeMap<String, TopicId>,
+    cluster_configs: BTreeMap<String, String>,
+    features: BTreeMap<String, u16>,
+    last_applied: Option<MetadataOffset>,
+}
+
+impl ClusterImage {
+    /// An empty image.
+    pub fn new() -> Self {
+        ClusterImage::default()
+    }
+
+    /// The offset of the last replayed record.
+    pub fn last_applied(&self) -> Option<MetadataOffset> {
+        self.last_applied
+    }
+
+    /// The offset the next record will be replayed at when the log is contiguous.
+    pub fn next_offset(&self) -> MetadataOffset {
+        self.last_applied
+            .map_or(MetadataOffset(0), MetadataOffset::next)
+    }
+
+    /// Every registration.
+    pub fn brokers(&self) -> &BTreeMap<BrokerId, BrokerRegistration> {
+        &self.brokers
+    }
+
+    /// One registration.
+    pub fn broker(&self, id: BrokerId) -> Option<&BrokerRegistration> {
+        self.brokers.get(&id)
+    }
+
+    /// Brokers that are registered, unfenced and not shutting down.
+    pub fn live_brokers(&self) -> BTreeSet<BrokerId> {
+        self.brokers
+            .values()
+            .filter(|b| b.is_live())
+            .map(|b| b.id)
+            .collect()
+    }
+
+    /// Every topic.
+    pub fn topics(&self) -> &BTreeMap<TopicId, TopicImage> {
+        &self.topics
+    }
+
+    /// One topic.
+    pub fn topic(&self, id: TopicId) -> Option<&TopicImage> {
+        self.topics.get(&id)
+    }
+
+    /// A topic's id by name.
+    pub fn topic_id(&self, name: &str) -> Option<TopicId> {
+        self.topic_names.get(name).copied()
+    }
+
+    /// One partition.
+    pub fn partition(&self, tp: TopicPartition) -> Option<&PartitionState> {
+        self.topics.get(&tp.topic)?.partitions.get(&tp.partition)
+    }
+
+    /// Every partition, in (topic id, index) order.
+    pub fn partitions(&self) -> impl Iterator<Item = (TopicPartition, &PartitionState)> {
+        self.topics.values().flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |(i, p)| (TopicPartition::new(t.id, *i), p))
+        })
+    }
+
+    /// Cluster-level configs.
+    pub fn cluster_configs(&self) -> &BTreeMap<String, String> {
+        &self.cluster_configs
+    }
+
+    /// A finalized feature level.
+    pub fn feature_level(&self, name: &str) -> Option<u16> {
+        self.features.get(name).copied()
+    }
+
+    /// `eligible.leader.replicas.enable`: on unless its feature level is 0.
+    pub fn elr_enabled(&self) -> bool {
+        self.feature_level(ELR_FEATURE)
+            .is_none_or(|level| level >= 1)
+    }
+
+    /// A topic's effective min ISR: min(`min.insync.replicas`, replication factor).
+    pub fn effective_min_isr(&self, topic: TopicId) -> usize {
+        let Some(t) = self.topics.get(&topic) else {
+            return config::DEFAULT_MIN_INSYNC_REPLICAS;
+        };
+        config::effective_min_isr(
+            config::configured_min_isr(&t.configs, &self.cluster_configs),
+            t.replication_factor(),
+        )
+    }
+
+    /// A topic's unclean-recovery strategy.
+    pub fn strategy(&self, topic: TopicId) -> UncleanRecoveryStrategy {
+        let empty = BTreeMap::new();
+        let configs = self.topics.get(&topic).map_or(&empty, |t| &t.configs);
+        config::resolve_strategy(configs, &self.cluster_configs)
+    }
+
+    /// Applies one record at `offset`. On error the image is unchanged.
+    pub fn replay(&mut self, offset: MetadataOffset, record: &Record) -> Result<(), ReplayError> {
+        if let Some(last) = self.last_applied {
+            if offset <= last {
+                return Err(ReplayError::OffsetNotIncreasing { offset, last });
+            }
+        }
+        self.apply(offset, record)?;
+        self.last_applied = Some(offset);
+        Ok(())
+    }
+
+    fn apply(&mut self, offset: MetadataOffset, record: &Record) -> Result<(), ReplayError> {
+        match record {
+            Record::RegisterBroker(r) => {
+                self.register(offset, r);
+                Ok(())
+            }
+            Record::BrokerRegistrationChange(r) => {
+                let broker = self.registered(r.broker, r.epoch)?;
+                broker.state = match r.change {
+                    BrokerStateChange::Fence => BrokerState::Fenced,
+                    BrokerStateChange::Unfence => BrokerState::Unfenced,
+                    BrokerStateChange::ControlledShutdown => BrokerState::ControlledShutdown,
+                };
+                Ok(())
+            }
+            Record::UnregisterBroker(r) => {
+                self.registered(r.broker, r.epoch)?;
+                self.brokers.remove(&r.broker);
+                Ok(())
+            }
+            Record::Topic(r) => self.add_topic(r),
+            Record::Partition(r) => self.add_partition(r),
+            Record::PartitionChange(r) => {
+                let current = self
+                    .partition(r.partition)
+                    .ok_or(ReplayError::UnknownPartition(r.partition))?;
+                let next = current.apply(&r.change);
+                self.store_partition(r.partition, next)
+            }
+            Record::Config(r) => self.apply_config(r),
+            Record::ClearElr(r) => self.clear_elr(r.topic),
+            Record::FeatureLevel(FeatureLevelRecord { name, level }) => {
+                self.features.insert(name.clone(), *level);
+                Ok(())
+            }
+        }
+    }
+
+    fn register(&mut self, offset: MetadataOffset, r: &RegisterBrokerRecord) {
+        let registration = BrokerRegistration {
+            id: r.broker,
+            epoch: r.epoch,
+            incarnation: r.incarnation,
+            listeners: r.listeners.clone(),
+            rack: r.rack.clone(),
+            log_dirs: r.log_dirs.clone(),
+            state: if r.fenced {
+                BrokerState::Fenced
+            } else {
+                BrokerState::Unfenced
+            },
+            registered_at: offset,
+        };
+        self.brokers.insert(r.broker, registration);
+    }
+
+    fn registered(
+        &mut self,
+        id: BrokerId,
+        epoch: BrokerEpoch,
+    ) -> Result<&mut BrokerRegistration, ReplayError> {
+        let broker = self
+            .brokers
+            .get_mut(&id)
+            .ok_or(ReplayError::UnknownBroker(id))?;
+        if broker.epoch != epoch {
+            return Err(ReplayError::BrokerEpochMismatch {
+                broker: id,
+                record: epoch.0,
+                registered: broker.epoch.0,
+            });
+        }
+        Ok(broker)
+    }
+
+    fn add_topic(&mut self, r: &TopicRecord) -> Result<(), ReplayError> {
+        if self.topics.contains_key(&r.id) || self.topic_names.contains_key(&r.name) {
+            return Err(ReplayError::DuplicateTopic(r.name.clone()));
+        }
+        self.topic_names.insert(r.name.clone(), r.id);
+        self.topics.insert(
+            r.id,
+            TopicImage {
+                id: r.id,
+                name: r.name.clone(),
+                configs: BTreeMap::new(),
+                partitions: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn add_partition(&mut self, r: &PartitionRecord) -> Result<(), ReplayError> {
+        let topic = self
+            .topics
+            .get(&r.partition.topic)
+            .ok_or(ReplayError::UnknownTopic(r.partition.topic))?;
+        if topic.partitions.contains_key(&r.partition.partition) {
+            return Err(ReplayError::DuplicatePartition(r.partition));
+        }
+        self.store_partition(r.partition, r.state.clone())
+    }
+
+    /// Checks the invariants of `next` and stores it.
+    fn store_partition(
+        &mut self,
+        tp: TopicPartition,
+        next: PartitionState,
+    ) -> Result<(), ReplayError> {
+        let topic = self
+            .topics
+            .get(&tp.topic)
+            .ok_or(ReplayError::UnknownTopic(tp.topic))?;
+        let rf = if topic.partitions.is_empty() || tp.partition == 0 {
+            next.replication_factor()
+        } else {
+            topic.replication_factor()
+        };
+        let min_isr = config::effective_min_isr(
+            config::configured_min_isr(&topic.configs, &self.cluster_configs),
+            rf,
+        );
+        next.check_invariants(min_isr)
+            .map_err(|violation| ReplayError::Invariant {
+                partition: tp,
+                violation,
+            })?;
+        if let Some(current) = self.partition(tp) {
+            if next.leader_epoch < current.leader_epoch
+                || next.partition_epoch <= current.partition_epoch
+            {
+                return Err(ReplayError::Invariant {
+                    partition: tp,
+                    violation: "epochs must grow".to_string(),
+                });
+            }
+        }
+        let topic = self.topics.get_mut(&tp.topic).expect("checked above");
+        topic.partitions.insert(tp.partition, next);
+        Ok(())
+    }
+
+    fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ReplayError> {
+        let configs = match &r.resource {
+            ConfigResource::Cluster => &mut self.cluster_configs,
+            ConfigResource::Topic(name) => {
+                let id = self
+                    .topic_names
+                    .get(name)
+                    .ok_or_else(|| ReplayError::UnknownTopicName(name.clone()))?;
+                &mut self
+                    .topics
+                    .get_mut(id)
+                    .expect("name index is in sync")
+                    .configs
+            }
+        };
+        match &r.value {
+            Some(value) => configs.insert(r.name.clone(), value.clone()),
+            None => configs.remove(&r.name),
+        };
+        Ok(())
+    }
+
+    fn clear_elr(&mut self, topic: Option<TopicId>) -> Result<(), ReplayError> {
+        if let Some(id) = topic {
+            if !self.topics.contains_key(&id) {
+                return Err(ReplayError::UnknownTopic(id));
+            }
+        }
+        let mut cleared = Vec::new();
+        for (tp, p) in self.partitions() {
+            if topic.is_some_and(|id| id != tp.topic) {
+                continue;
+            }
+            let has_elr = !p.elr.is_empty() || !p.last_known_elr.is_empty();
+            if has_elr && p.isr.len() >= self.effective_min_isr(tp.topic) {
+                let mut next = p.clone();
+                next.elr.clear();
+                next.last_known_elr.clear();
+                next.partition_epoch = p.partition_epoch.next();
+                cleared.push((tp, next));
+            }
+        }
+        for (tp, next) in cleared {
+            self.store_partition(tp, next)?;
+        }
+        Ok(())
+    }
+
+    /// Records that rebuild this image when replayed into an empty one (registration offsets
+    /// become the snapshot's own offsets, as in Kafka).
+    pub fn to_snapshot(&self) -> Vec<Record> {
+        let mut records = Vec::new();
+        for (name, level) in &self.features {
+            records.push(Record::FeatureLevel(FeatureLevelRecord {
+                name: name.clone(),
+                level: *level,
+            }));
+        }
+        for (name, value) in &self.cluster_configs {
+            records.push(Record::Config(ConfigRecord {
+                resource: ConfigResource::Cluster,
+                name: name.clone(),
+                value: Some(value.clone()),
+            }));
+        }
+        for b in self.brokers.values() {
+            records.push(Record::RegisterBroker(RegisterBrokerRecord {
+                broker: b.id,
+                epoch: b.epoch,
+                incarnation: b.incarnation,
+                listeners: b.listeners.clone(),
+                rack: b.rack.clone(),
+                log_dirs: b.log_dirs.clone(),
+                fenced: b.state == BrokerState::Fenced,
+            }));
+            if b.state == BrokerState::ControlledShutdown {
+                records.push(Record::BrokerRegistrationChange(
+                    crate::records::BrokerRegistrationChangeRecord {
+                        broker: b.id,
+                        epoch: b.epoch,
+                        change: BrokerStateChange::ControlledShutdown,
+                    },
+                ));
+            }
+        }
+        for t in self.topics.values() {
+            records.push(Record::Topic(TopicRecord {
+                name: t.name.clone(),
+                id: t.id,
+            }));
+            for (name, value) in &t.configs {
+                records.push(Record::Config(ConfigRecord {
+                    resource: ConfigResource::Topic(t.name.clone()),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                }));
+            }
+            for (index, p) in &t.partitions {
+                records.push(Record::Partition(PartitionRecord {
+                    partition: TopicPartition::new(t.id, *index),
+                    state: p.clone(),
+                }));
+            }
+        }
+        records
+    }
+}
