@@ -191,7 +191,7 @@ fn build_payload_batch(count: usize, record_bytes: usize) -> Vec<u8> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    keel_log::test_support::build_batch(&records, now_ms)
+    keel_log::plain_batch::build_batch(&records, now_ms)
 }
 
 async fn create_topic(

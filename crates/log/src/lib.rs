@@ -32,7 +32,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use keel_log::{test_support::build_batch, LeaderEpoch, LogConfig, LogDir, MemStorage, Offset,
+//! use keel_log::{plain_batch::build_batch, LeaderEpoch, LogConfig, LogDir, MemStorage, Offset,
 //!     Storage, TopicPartition};
 //!
 //! let storage: Arc<dyn Storage> = Arc::new(MemStorage::new());
@@ -102,7 +102,7 @@
 //!   flushing, recovery;
 //! - [`LogDir`] (module `log_dir`): identity, clean-shutdown marker, checkpoints, loading logs;
 //! - [`checkpoint`]: the text checkpoint formats; [`LeaderEpochCache`]: epoch → start offset;
-//! - [`test_support`]: building v2 batches for tests and tools.
+//! - [`plain_batch`]: building v2 batches for tests and tools.
 //!
 //! Errors are one [`LogError`] enum split into API errors (mapped to Kafka error codes by
 //! [`LogError::kafka_error_code`]) and fatal ones ([`LogError::is_fatal`]).
@@ -115,9 +115,9 @@ mod error;
 pub mod index;
 mod log;
 mod log_dir;
+pub mod plain_batch;
 mod segment;
 pub mod storage;
-pub mod test_support;
 mod types;
 
 pub use config::{LogConfig, TimestampType};

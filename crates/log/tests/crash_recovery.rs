@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use keel_log::batch::parse_batches;
+use keel_log::plain_batch::build_batch;
 use keel_log::storage::OpenMode;
-use keel_log::test_support::build_batch;
 use keel_log::{
     segment_file_name, LeaderEpoch, Log, LogConfig, LogError, MemStorage, Offset, Storage,
     LOG_FILE_SUFFIX,

@@ -11,6 +11,7 @@
 //! Wall-clock time comes from [`clock::Clock`]; timers use `tokio::time`; files go through
 //! `keel_log::storage::Storage` — so a simulator can substitute all three.
 
+pub mod active_controller;
 pub mod broker;
 pub mod client;
 pub mod clock;
@@ -18,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod handlers;
 pub mod metadata;
+pub mod metadata_log;
 pub mod partition;
 pub mod runtime;
 pub mod server;

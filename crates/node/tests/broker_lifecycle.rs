@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
+use keel_log::plain_batch::build_batch;
 use keel_log::storage::{MemStorage, Storage};
-use keel_log::test_support::build_batch;
 use keel_log::{LogDir, Offset};
 use keel_node::broker::{Broker, PreviousShutdown};
 use keel_node::clock::Clock;

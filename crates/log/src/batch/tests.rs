@@ -1,7 +1,7 @@
 //! Tests of batch parsing, validation and rewriting.
 
 use super::*;
-use crate::test_support::{build_batch, build_batch_with_timestamps, decode_records};
+use crate::plain_batch::{build_batch, build_batch_with_timestamps, decode_records};
 
 fn sample() -> Vec<u8> {
     build_batch(&[(Some(b"k1"), b"v1"), (None, b"value-two")], 1_000)

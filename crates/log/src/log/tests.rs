@@ -5,8 +5,8 @@
 use super::*;
 use crate::batch::{parse_batches, BatchHeader};
 use crate::config::TimestampType;
+use crate::plain_batch::{build_batch, build_batch_with_timestamps};
 use crate::storage::{MemStorage, Storage};
-use crate::test_support::{build_batch, build_batch_with_timestamps};
 
 const DIR: &str = "/logs/t-0";
 

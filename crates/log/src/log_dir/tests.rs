@@ -2,8 +2,8 @@
 //! loading partition logs.
 
 use super::*;
+use crate::plain_batch::build_batch;
 use crate::storage::MemStorage;
-use crate::test_support::build_batch;
 use crate::types::LeaderEpoch;
 
 const PATH: &str = "/data/logs";

@@ -1,6 +1,6 @@
-//! Helpers for tests and tools: build uncompressed v2 record batches the way a producer would,
-//! and decode the records of an uncompressed batch. Not used by the log itself; exposed so that
-//! other crates' tests (and debugging tools) can produce real batches without a Kafka client.
+//! Uncompressed v2 record batches built the way a producer builds them, and the records of an
+//! uncompressed batch decoded. The log itself never needs them; tests, `keel bench` and the
+//! controller's metadata log (whose records are small JSON values) do.
 
 use crate::batch::{
     compute_crc, BatchHeader, CRC_POS, HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD, MAGIC_V2,
@@ -113,7 +113,7 @@ pub struct DecodedRecord {
 }
 
 /// Decodes the records of one uncompressed v2 batch (headers are skipped). Fails with
-/// `None` on a compressed or malformed batch; meant for tests, not for untrusted input paths.
+/// `None` on a compressed or malformed batch (never panics on malformed input).
 pub fn decode_records(batch: &[u8]) -> Option<Vec<DecodedRecord>> {
     let view = crate::batch::parse_batch_at(batch, 0).ok()?;
     let header: BatchHeader = view.header;
