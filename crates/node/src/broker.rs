@@ -5,6 +5,7 @@
 //! mutable broker state. Locks are held briefly and never across an `.await`.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_log::storage::Storage;
@@ -106,6 +107,7 @@ impl Broker {
             })
         };
         for (index, dir) in log_dirs.iter().enumerate() {
+            remove_deleted_dirs(dir)?;
             let found = dir.load_logs(clean, now_ms, &config_for)?;
             for (tp, log) in found.logs {
                 loaded.insert(tp, (index, log));
@@ -140,8 +142,18 @@ impl Broker {
                 partitions.insert(tp, Arc::new(partition));
             }
         }
-        for tp in loaded.keys() {
-            warn!(partition = %tp, "stray log directory for an unknown partition: left untouched");
+        for (tp, (index, log)) in loaded {
+            drop(log);
+            match set_aside(&log_dirs[index], &tp, STRAY_SUFFIX) {
+                Ok(path) => warn!(
+                    partition = %tp,
+                    moved_to = ?path,
+                    "log directory of an unknown partition set aside (kept for an operator)"
+                ),
+                Err(e) => {
+                    warn!(partition = %tp, error = %e, "cannot set aside a stray log directory")
+                }
+            }
         }
         let (data_changed, _) = watch::channel(0);
         Ok(Broker {
@@ -351,6 +363,11 @@ impl Broker {
         let now_ms = self.clock.now_ms();
         for p in new {
             let tp = TopicPartition::new(topic.name.clone(), p.index);
+            // A directory left by an earlier topic of this name is never reused.
+            for dir in &self.log_dirs {
+                set_aside(dir, &tp, STRAY_SUFFIX)
+                    .map_err(|e| ApiError::new(ResponseError::KafkaStorageError, e.to_string()))?;
+            }
             let index = Self::pick_log_dir(&self.log_dirs, &state.partitions);
             let log = self.log_dirs[index]
                 .create_log(&tp, effective.log_config(), now_ms)
@@ -387,22 +404,39 @@ impl Broker {
                 "delete.topic.enable is false",
             ));
         }
-        let mut state = self.lock_state();
-        let Some(topic) = state.metadata.topics.remove(name) else {
-            return Err(ApiError::new(
-                ResponseError::UnknownTopicOrPartition,
-                format!("Topic '{name}' does not exist."),
-            ));
-        };
-        self.persist_locked(&state)?;
-        for p in &topic.partitions {
-            let tp = TopicPartition::new(name.to_string(), p.index);
-            if let Some(partition) = state.partitions.remove(&tp) {
-                let dir = &self.log_dirs[partition.log_dir_index];
-                if let Err(e) = delete_log_dir(dir, &tp) {
-                    warn!(partition = %tp, error = %e, "cannot delete log directory");
+        let mut removed = Vec::new();
+        let topic = {
+            let mut state = self.lock_state();
+            let Some(topic) = state.metadata.topics.remove(name) else {
+                return Err(ApiError::new(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic '{name}' does not exist."),
+                ));
+            };
+            // The deletion is decided once it is durable; the directories follow. A crash in
+            // between leaves stray directories, which the next start sets aside, never reuses.
+            self.persist_locked(&state)?;
+            for p in &topic.partitions {
+                let tp = TopicPartition::new(name.to_string(), p.index);
+                if let Some(partition) = state.partitions.remove(&tp) {
+                    partition.mark_deleted();
+                    removed.push(partition);
                 }
             }
+            topic
+        };
+        for partition in &removed {
+            let dir = &self.log_dirs[partition.log_dir_index];
+            let result = set_aside(dir, &partition.tp, DELETE_SUFFIX)
+                .and_then(|moved| moved.map_or(Ok(()), |path| dir.storage().remove_dir_all(&path)));
+            if let Err(e) = result {
+                warn!(partition = %partition.tp, error = %e, "cannot delete log directory");
+            }
+        }
+        // Drop the deleted partitions from the checkpoints now, so a recreated topic of the
+        // same name never inherits their recovery point or log start offset.
+        if let Err(e) = self.checkpoint() {
+            warn!(error = %e, "checkpoint after topic deletion failed");
         }
         info!(topic = name, "deleted topic");
         Ok(topic)
@@ -466,19 +500,37 @@ impl Broker {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<(), ApiError> {
-        let configs = validate_topic_configs(&configs)?;
+        self.update_topic_configs(name, validate_only, |_| Ok(configs))
+    }
+
+    /// Replaces a topic's config overrides with what `update` computes from the current ones,
+    /// atomically: concurrent updates of one topic see each other's results.
+    pub fn update_topic_configs(
+        &self,
+        name: &str,
+        validate_only: bool,
+        update: impl FnOnce(&TopicMeta) -> Result<BTreeMap<String, String>, ApiError>,
+    ) -> Result<(), ApiError> {
         let mut state = self.lock_state();
-        let Some(topic) = state.metadata.topics.get_mut(name) else {
+        let Some(current) = state.metadata.topics.get(name) else {
             return Err(ApiError::new(
                 ResponseError::UnknownTopicOrPartition,
                 format!("Topic '{name}' does not exist."),
             ));
         };
+        let configs = validate_topic_configs(&update(current)?)?;
         if validate_only {
             return Ok(());
         }
-        topic.configs = configs;
-        let topic = topic.clone();
+        let topic = {
+            let topic = state
+                .metadata
+                .topics
+                .get_mut(name)
+                .expect("checked above under the same lock");
+            topic.configs = configs;
+            topic.clone()
+        };
         self.persist_locked(&state)?;
         let effective = Arc::new(self.topic_config(&topic));
         for p in &topic.partitions {
@@ -499,7 +551,10 @@ impl Broker {
     pub fn flush_due_logs(&self) {
         let now_ms = self.clock.now_ms();
         for partition in self.all_partitions() {
-            if let Err(e) = partition.lock_log().flush_if_due(now_ms) {
+            let Ok(mut log) = partition.lock_log() else {
+                continue;
+            };
+            if let Err(e) = log.flush_if_due(now_ms) {
                 warn!(partition = %partition.tp, error = %e, "flush failed");
             }
         }
@@ -510,7 +565,10 @@ impl Broker {
         let now_ms = self.clock.now_ms();
         for partition in self.all_partitions() {
             let high_watermark = partition.high_watermark();
-            match partition.lock_log().apply_retention(now_ms, high_watermark) {
+            let Ok(mut log) = partition.lock_log() else {
+                continue;
+            };
+            match log.apply_retention(now_ms, high_watermark) {
                 Ok(result) if !result.deleted.is_empty() => info!(
                     partition = %partition.tp,
                     segments = result.deleted.len(),
@@ -530,7 +588,9 @@ impl Broker {
         for (index, dir) in self.log_dirs.iter().enumerate() {
             let mut entries = Vec::new();
             for p in partitions.iter().filter(|p| p.log_dir_index == index) {
-                let log = p.lock_log();
+                let Ok(log) = p.lock_log() else {
+                    continue;
+                };
                 entries.push(PartitionCheckpoint::of(
                     p.tp.clone(),
                     &log,
@@ -548,7 +608,9 @@ impl Broker {
         let partitions = self.all_partitions();
         let now_ms = self.clock.now_ms();
         for p in &partitions {
-            p.lock_log().close(now_ms)?;
+            if let Ok(mut log) = p.lock_log() {
+                log.close(now_ms)?;
+            }
         }
         self.checkpoint()?;
         for dir in &self.log_dirs {
@@ -622,10 +684,36 @@ pub fn validate_topic_configs(
         .collect()
 }
 
-/// Removes a partition's directory and makes the removal durable. Open handles (a fetch in
-/// flight) keep reading the unlinked files until they drop them.
-fn delete_log_dir(dir: &LogDir, tp: &TopicPartition) -> std::io::Result<()> {
+/// Suffix of a deleted partition's directory while it is being removed (Kafka's convention).
+const DELETE_SUFFIX: &str = "delete";
+/// Suffix of a directory that belongs to no known partition, kept for an operator.
+const STRAY_SUFFIX: &str = "stray";
+
+/// Renames a partition directory out of the way, to `<topic>-<partition>.<id>-<suffix>` (a
+/// name that is never loaded as a partition), durably. `None` if there is no such directory.
+fn set_aside(dir: &LogDir, tp: &TopicPartition, suffix: &str) -> std::io::Result<Option<PathBuf>> {
     let path = dir.partition_dir(tp);
-    dir.storage().remove_dir_all(&path)?;
-    dir.storage().sync_dir(dir.path())
+    if !dir.storage().exists(&path)? {
+        return Ok(None);
+    }
+    let target = dir.path().join(format!(
+        "{}.{}-{suffix}",
+        tp.dir_name(),
+        Uuid::new_v4().simple()
+    ));
+    dir.storage().rename(&path, &target)?;
+    dir.storage().sync_dir(dir.path())?;
+    Ok(Some(target))
+}
+
+/// Removes what an interrupted topic deletion left behind.
+fn remove_deleted_dirs(dir: &LogDir) -> std::io::Result<()> {
+    let suffix = format!("-{DELETE_SUFFIX}");
+    for entry in dir.storage().list_dir(dir.path())? {
+        if entry.is_dir && entry.name.ends_with(&suffix) {
+            dir.storage()
+                .remove_dir_all(&dir.path().join(&entry.name))?;
+        }
+    }
+    Ok(())
 }

@@ -121,6 +121,9 @@ impl UncleanRecoveryStrategy {
     }
 }
 
+/// Kafka's default `fetch.max.bytes` (55 MiB).
+pub const FETCH_MAX_BYTES_DEFAULT: usize = 57_671_680;
+
 /// The broker's static configuration.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -145,6 +148,9 @@ pub struct BrokerConfig {
     pub message_max_bytes: i32,
     /// `socket.request.max.bytes`; default 104857600.
     pub socket_request_max_bytes: usize,
+    /// `fetch.max.bytes`: the most a Fetch response carries, whatever the client asks;
+    /// default 57671680 (55 MiB).
+    pub fetch_max_bytes: usize,
     /// `log.retention.check.interval.ms`; default 300000.
     pub log_retention_check_interval_ms: u64,
     /// `log.flush.scheduler.interval.ms`; default: effectively never (Kafka: Long.MAX).
@@ -180,6 +186,7 @@ const BROKER_KEYS: &[&str] = &[
     "delete.topic.enable",
     "message.max.bytes",
     "socket.request.max.bytes",
+    "fetch.max.bytes",
     "log.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
@@ -297,6 +304,9 @@ impl BrokerConfig {
                 Ok(keel_wire::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT),
                 |v| parse_value("socket.request.max.bytes", v),
             )?,
+            fetch_max_bytes: get("fetch.max.bytes").map_or(Ok(FETCH_MAX_BYTES_DEFAULT), |v| {
+                parse_value("fetch.max.bytes", v)
+            })?,
             log_retention_check_interval_ms: num("log.retention.check.interval.ms", 300_000)?,
             log_flush_scheduler_interval_ms: num("log.flush.scheduler.interval.ms", u64::MAX)?,
             log_flush_offset_checkpoint_interval_ms: num(

@@ -6,7 +6,7 @@
 //! `min(min.insync.replicas, replication factor)` — which for a single replica means it moves
 //! with every append.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use keel_log::{LeaderEpoch, Log, LogError, Offset, TopicPartition};
@@ -34,6 +34,19 @@ pub struct Partition {
     leader_epoch: AtomicI32,
     replication_factor: usize,
     config: RwLock<Arc<EffectiveTopicConfig>>,
+    /// Set (under the log lock) when the topic is deleted: from then on no operation touches
+    /// the log, so a request that raced with the delete cannot write into the removed (or a
+    /// recreated) directory.
+    deleted: AtomicBool,
+}
+
+/// Why a partition operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionError {
+    #[error("the partition was deleted")]
+    Deleted,
+    #[error(transparent)]
+    Log(#[from] LogError),
 }
 
 impl Partition {
@@ -55,9 +68,10 @@ impl Partition {
             replication_factor,
             log: Mutex::new(log),
             config: RwLock::new(config),
+            deleted: AtomicBool::new(false),
         };
         {
-            let mut log = partition.lock_log();
+            let mut log = partition.log.lock().expect("partition log lock poisoned");
             partition.maybe_advance_high_watermark(&log);
             // As a new leader does (Kafka's maybeAssignEpochStartOffset): the current epoch
             // starts at the log end offset, so OffsetForLeaderEpoch answers it even before the
@@ -69,11 +83,22 @@ impl Partition {
         partition
     }
 
-    /// The log, locked. Held only for the duration of one append, read or flush.
-    pub fn lock_log(&self) -> MutexGuard<'_, Log> {
+    /// The log, locked, unless the partition was deleted. Held only for the duration of one
+    /// append, read or flush.
+    pub fn lock_log(&self) -> Result<MutexGuard<'_, Log>, PartitionError> {
         // A poisoned lock means a panic mid-operation on this log: an invariant was broken
         // and continuing would risk serving corrupt state.
-        self.log.lock().expect("partition log lock poisoned")
+        let log = self.log.lock().expect("partition log lock poisoned");
+        if self.deleted.load(Ordering::Acquire) {
+            return Err(PartitionError::Deleted);
+        }
+        Ok(log)
+    }
+
+    /// Marks the partition deleted; waits for an operation in progress to finish first.
+    pub fn mark_deleted(&self) {
+        let _log = self.log.lock().expect("partition log lock poisoned");
+        self.deleted.store(true, Ordering::Release);
     }
 
     pub fn high_watermark(&self) -> Offset {
@@ -88,8 +113,8 @@ impl Partition {
         self.config.read().expect("config lock poisoned").clone()
     }
 
-    pub fn set_config(&self, config: Arc<EffectiveTopicConfig>) -> Result<(), LogError> {
-        self.lock_log().set_config(config.log_config())?;
+    pub fn set_config(&self, config: Arc<EffectiveTopicConfig>) -> Result<(), PartitionError> {
+        self.lock_log()?.set_config(config.log_config())?;
         *self.config.write().expect("config lock poisoned") = config;
         Ok(())
     }
@@ -107,8 +132,12 @@ impl Partition {
 
     /// Appends a producer's batches as leader; advances the high watermark as far as the
     /// ISR rule allows.
-    pub fn append_as_leader(&self, records: &[u8], now_ms: i64) -> Result<AppendResult, LogError> {
-        let mut log = self.lock_log();
+    pub fn append_as_leader(
+        &self,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendResult, PartitionError> {
+        let mut log = self.lock_log()?;
         let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
         self.maybe_advance_high_watermark(&log);
         Ok(AppendResult {
@@ -130,12 +159,12 @@ impl Partition {
     }
 
     /// Offsets reported to clients: (log start offset, high watermark, log end offset).
-    pub fn offsets(&self) -> (Offset, Offset, Offset) {
-        let log = self.lock_log();
-        (
+    pub fn offsets(&self) -> Result<(Offset, Offset, Offset), PartitionError> {
+        let log = self.lock_log()?;
+        Ok((
             log.log_start_offset(),
             self.high_watermark(),
             log.log_end_offset(),
-        )
+        ))
     }
 }

@@ -17,13 +17,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
-use crate::handlers;
+use crate::handlers::{self, Reply};
 
 /// Initial read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
 
-/// Accepts connections until `shutdown` is cancelled.
+/// Accepts connections until `shutdown` is cancelled, then stops every connection: a request
+/// in progress finishes its synchronous part (an append is never cut in half), waiting ones
+/// (long-polling fetches, reads) are dropped. When this returns no request runs any more.
 pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) {
+    let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => break,
@@ -32,9 +35,11 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
                     let _ = stream.set_nodelay(true);
                     let broker = broker.clone();
                     let shutdown = shutdown.clone();
-                    tokio::spawn(async move {
+                    connections.spawn(async move {
                         handle_connection(stream, peer.to_string(), broker, shutdown).await;
                     });
+                    // Reap finished connections so the set does not grow without bound.
+                    while connections.try_join_next().is_some() {}
                 }
                 Err(e) => {
                     // Usually EMFILE; back off briefly rather than spin.
@@ -44,7 +49,9 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: Cancell
             },
         }
     }
-    info!("listener stopped");
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    info!("listener and connections stopped");
 }
 
 /// Why a connection ended.
@@ -57,6 +64,8 @@ enum Closed {
     Frame(FrameError),
     Decode(DecodeError),
     Handler(anyhow::Error),
+    /// A handler asked for it (a failed `acks=0` Produce).
+    Requested(String),
 }
 
 /// Serves one connection until the peer closes it, it misbehaves, or the broker stops.
@@ -88,6 +97,11 @@ pub async fn handle_connection<S>(
             }
             Err(e) => break Closed::Frame(e),
         };
+        // A request already buffered when shutdown began is not started: its client will
+        // retry elsewhere or later, and nothing may append after the logs are closed.
+        if shutdown.is_cancelled() {
+            break Closed::Shutdown;
+        }
         let reply = match request::decode(frame) {
             Ok(decoded) => match handlers::dispatch(&broker, decoded).await {
                 Ok(reply) => reply,
@@ -95,16 +109,20 @@ pub async fn handle_connection<S>(
             },
             Err(e) => match e.answerable_correlation_id() {
                 Some(correlation_id) => match response::unsupported_api_versions(correlation_id) {
-                    Ok(bytes) => Some(bytes),
+                    Ok(bytes) => Reply::Send(bytes),
                     Err(err) => break Closed::Handler(err),
                 },
                 None => break Closed::Decode(e),
             },
         };
-        if let Some(bytes) = reply {
-            if let Err(e) = writer.write_all(&bytes).await {
-                break Closed::Io(e);
+        match reply {
+            Reply::Send(bytes) => {
+                if let Err(e) = writer.write_all(&bytes).await {
+                    break Closed::Io(e);
+                }
             }
+            Reply::Nothing => {}
+            Reply::Close(reason) => break Closed::Requested(reason),
         }
     };
     match closed {
@@ -113,6 +131,7 @@ pub async fn handle_connection<S>(
         Closed::Frame(e) => warn!(%peer, error = %e, "closing connection: bad frame"),
         Closed::Decode(e) => warn!(%peer, error = %e, "closing connection: undecodable request"),
         Closed::Handler(e) => warn!(%peer, error = %e, "closing connection: cannot answer request"),
+        Closed::Requested(reason) => info!(%peer, %reason, "closing connection"),
     }
     let _ = writer.shutdown().await;
 }

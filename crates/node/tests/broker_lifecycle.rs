@@ -117,9 +117,9 @@ fn crash_keeps_flushed_records() {
     let broker = open(&storage);
     assert_eq!(broker.previous_shutdown, PreviousShutdown::Unclean);
     let partition = broker.partition("durable", 0).unwrap();
-    assert_eq!(partition.offsets().2, Offset(25));
+    assert_eq!(partition.offsets().unwrap().2, Offset(25));
     produce(&broker, "durable", 0, 1);
-    assert_eq!(partition.offsets().2, Offset(26));
+    assert_eq!(partition.offsets().unwrap().2, Offset(26));
 }
 
 // Shows: with Kafka's default flush policy (never fsync), a crash that loses the page cache
@@ -138,7 +138,7 @@ fn crash_without_flush_recovers_a_consistent_prefix() {
     storage.crash();
     let broker = open(&storage);
     let partition = broker.partition("lazy", 0).unwrap();
-    let (start, high_watermark, end) = partition.offsets();
+    let (start, high_watermark, end) = partition.offsets().unwrap();
     assert_eq!(start, Offset(0));
     assert_eq!(end, Offset(0), "nothing was fsynced");
     assert_eq!(high_watermark, end);
@@ -201,4 +201,95 @@ fn topic_operations_validate() {
     broker.delete_topic("a.b").unwrap();
     assert!(broker.partition("a.b", 0).is_none());
     assert!(broker.topic("a.b").is_none());
+}
+
+// Shows (regression, review finding): deleting a topic drops it from the checkpoints at once, so
+// a recreated topic of the same name does not inherit the old log start offset after a crash —
+// which used to hide every record of the new topic.
+#[test]
+fn recreated_topic_does_not_inherit_checkpoints() {
+    let storage = Arc::new(MemStorage::new());
+    format(&storage);
+    let broker = open(&storage);
+    let mut configs = BTreeMap::new();
+    configs.insert("flush.messages".to_string(), "1".to_string());
+    broker
+        .create_topic("t", Some(1), None, &configs, false)
+        .unwrap();
+    produce(&broker, "t", 0, 50);
+    {
+        let partition = broker.partition("t", 0).unwrap();
+        let mut log = partition.lock_log().unwrap();
+        log.increment_log_start_offset(Offset(44)).unwrap();
+    }
+    broker.checkpoint().unwrap();
+    broker.delete_topic("t").unwrap();
+    broker
+        .create_topic("t", Some(1), None, &configs, false)
+        .unwrap();
+    produce(&broker, "t", 0, 10);
+    drop(broker);
+    storage.crash();
+
+    let broker = open(&storage);
+    let partition = broker.partition("t", 0).unwrap();
+    assert_eq!(
+        partition.offsets().unwrap(),
+        (Offset(0), Offset(10), Offset(10))
+    );
+}
+
+// Shows (regression, review finding): a directory left behind by an earlier partition of the same
+// name (a crash between deleting the topic and removing its files) is set aside, never served as
+// the new topic's data.
+#[test]
+fn leftover_partition_directory_is_never_reused() {
+    let storage = Arc::new(MemStorage::new());
+    format(&storage);
+    {
+        let dir = LogDir::open(storage.clone(), Path::new("/data/a"), None, 7).unwrap();
+        let tp = keel_log::TopicPartition::new("t", 0);
+        let mut log = dir
+            .create_log(&tp, keel_log::LogConfig::default(), 0)
+            .unwrap();
+        let batch = build_batch(&[(None, b"old".as_slice())], 0);
+        log.append_as_leader(&batch, keel_log::LeaderEpoch(0), 0)
+            .unwrap();
+        log.close(0).unwrap();
+    }
+    let broker = open(&storage);
+    broker
+        .create_topic("t", Some(1), None, &BTreeMap::new(), false)
+        .unwrap();
+    let partition = broker.partition("t", 0).unwrap();
+    assert_eq!(
+        partition.offsets().unwrap().2,
+        Offset(0),
+        "old records must not reappear"
+    );
+    let names: Vec<String> = storage
+        .list_dir(Path::new("/data/a"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("t-0.") && n.ends_with("-stray")),
+        "{names:?}"
+    );
+
+    // And a deleted topic's directory is gone, not set aside.
+    broker.delete_topic("t").unwrap();
+    let names: Vec<String> = storage
+        .list_dir(Path::new("/data/a"))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(
+        !names.iter().any(|n| n == "t-0" || n.ends_with("-delete")),
+        "{names:?}"
+    );
 }

@@ -173,15 +173,24 @@ fn describe_broker(
         .into_iter()
         .filter(|(k, _)| wanted(k))
         .map(|(k, v)| {
+            let sensitive = is_sensitive(&k);
             DescribeConfigsResourceResult::default()
+                .with_value((!sensitive).then(|| str_bytes(v)))
                 .with_name(str_bytes(k))
-                .with_value(Some(str_bytes(v)))
                 .with_read_only(true)
                 .with_config_source(Source::StaticBroker.code())
-                .with_is_sensitive(false)
+                .with_is_sensitive(sensitive)
                 .with_config_type(TYPE_STRING)
         })
         .collect())
+}
+
+/// Whether a broker property holds a secret (passwords, keys, JAAS configs): its value is
+/// never sent to clients, as Kafka does for PASSWORD-type configs.
+fn is_sensitive(key: &str) -> bool {
+    ["password", "secret", "jaas", ".key", "credentials"]
+        .iter()
+        .any(|marker| key.contains(marker))
 }
 
 fn dynamic_broker_refused() -> ApiError {
@@ -245,14 +254,19 @@ fn apply_incremental(
     ops: &[(String, i8, Option<String>)],
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    let current = broker.topic(topic).ok_or_else(|| {
-        ApiError::new(
-            ResponseError::UnknownTopicOrPartition,
-            format!("Topic '{topic}' does not exist."),
-        )
-    })?;
-    let effective = broker.topic_config(&current);
-    let mut configs = current.configs.clone();
+    broker.update_topic_configs(topic, validate_only, |current| {
+        let effective = broker.topic_config(current);
+        apply_ops(&current.configs, &effective, ops)
+    })
+}
+
+/// The overrides after applying IncrementalAlterConfigs operations to `configs`.
+fn apply_ops(
+    configs: &BTreeMap<String, String>,
+    effective: &crate::topic_config::EffectiveTopicConfig,
+    ops: &[(String, i8, Option<String>)],
+) -> Result<BTreeMap<String, String>, ApiError> {
+    let mut configs = configs.clone();
     for (name, op, value) in ops {
         if topic_config::definition(name).is_none() {
             return Err(ApiError::new(
@@ -301,7 +315,7 @@ fn apply_incremental(
             }
         }
     }
-    broker.set_topic_configs(topic, configs, validate_only)
+    Ok(configs)
 }
 
 pub fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {

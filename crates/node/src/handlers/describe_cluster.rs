@@ -7,13 +7,30 @@ use keel_wire::kafka_protocol::messages::{
     BrokerId, DescribeClusterRequest, DescribeClusterResponse,
 };
 
+use keel_wire::ResponseError;
+
 use super::str_bytes;
 use crate::broker::Broker;
 
 /// `cluster_authorized_operations` when the client did not ask for them.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
+/// KIP-919's endpoint types: 1 = brokers (the only one a broker listener serves).
+const ENDPOINT_TYPE_BROKERS: i8 = 1;
+
 pub fn handle(broker: &Arc<Broker>, request: DescribeClusterRequest) -> DescribeClusterResponse {
+    if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
+        return DescribeClusterResponse::default()
+            .with_error_code(ResponseError::UnsupportedEndpointType.code())
+            .with_error_message(Some(str_bytes(format!(
+                "endpoint type {} is not served by a broker listener",
+                request.endpoint_type
+            ))))
+            .with_endpoint_type(request.endpoint_type)
+            .with_cluster_id(str_bytes(broker.cluster_id.clone()))
+            .with_controller_id(BrokerId(-1))
+            .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    }
     let listener = broker.config.advertised();
     let node = DescribeClusterBroker::default()
         .with_broker_id(BrokerId(broker.config.node_id))

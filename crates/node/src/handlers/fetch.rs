@@ -33,7 +33,13 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
     loop {
         changes.borrow_and_update();
         let round = read_round(broker, &request, version);
-        if round.bytes >= min_bytes.max(1) || round.has_error || Instant::now() >= deadline {
+        // Kafka answers at once when min_bytes is met (min_bytes = 0 always meets it), on an
+        // error, or when the request names no partitions.
+        if round.bytes >= min_bytes
+            || round.has_error
+            || request.topics.is_empty()
+            || Instant::now() >= deadline
+        {
             return round.response;
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
@@ -51,11 +57,10 @@ struct Round {
 }
 
 fn read_round(broker: &Broker, request: &FetchRequest, version: i16) -> Round {
-    let max_bytes = if version >= 3 {
-        usize::try_from(request.max_bytes).unwrap_or(0)
-    } else {
-        usize::MAX
-    };
+    // The broker's fetch.max.bytes bounds every response, whatever the client asks.
+    let max_bytes = usize::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(broker.config.fetch_max_bytes);
     let mut budget = Budget {
         remaining: max_bytes,
         min_one_batch: true,
@@ -151,7 +156,9 @@ fn read_partition(
         return error_data(p.partition, error);
     }
     let high_watermark = partition.high_watermark();
-    let log = partition.lock_log();
+    let Ok(log) = partition.lock_log() else {
+        return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
+    };
     let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
     let fetch_offset = Offset(p.fetch_offset);
     let base = PartitionData::default()

@@ -89,9 +89,13 @@ fn lookup(
         .ok_or(ResponseError::UnknownTopicOrPartition)?;
     check_leader_epoch(&partition, current_leader_epoch)?;
     let high_watermark = partition.high_watermark();
-    let log = partition.lock_log();
+    let log = partition
+        .lock_log()
+        .map_err(|_| ResponseError::UnknownTopicOrPartition)?;
     Ok(match timestamp {
-        LATEST_TIMESTAMP | LATEST_TIERED_TIMESTAMP => Some((high_watermark.0, -1)),
+        LATEST_TIMESTAMP => Some((high_watermark.0, -1)),
+        // No tiered storage: Kafka answers -1 when remote storage is off.
+        LATEST_TIERED_TIMESTAMP => Some((-1, -1)),
         EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => Some((log.log_start_offset().0, -1)),
         MAX_TIMESTAMP => log
             .offset_of_max_timestamp()

@@ -47,6 +47,12 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
             .into_iter()
             .map(|requested| match requested.name {
                 Some(name) => by_name(broker, &name, allow_auto_create),
+                // Topic ids in Metadata requests are served from v12 on, as Kafka does.
+                None if version < 12 => error_entry(
+                    Some(TopicName(str_bytes(""))),
+                    requested.topic_id,
+                    ResponseError::InvalidRequest,
+                ),
                 None => by_id(broker, requested.topic_id),
             })
             .collect(),

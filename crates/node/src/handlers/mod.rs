@@ -22,11 +22,18 @@ use keel_wire::response;
 
 use crate::broker::Broker;
 
-/// Handles one request; `None` means no response is sent (Produce with `acks=0`).
-pub async fn dispatch(
-    broker: &Arc<Broker>,
-    request: DecodedRequest,
-) -> anyhow::Result<Option<Bytes>> {
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Reply {
+    Send(Bytes),
+    /// No response (Produce with `acks=0`).
+    Nothing,
+    /// Close the connection (a failed `acks=0` Produce), with the reason for the log.
+    Close(String),
+}
+
+/// Handles one request.
+pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::Result<Reply> {
     let key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
@@ -35,8 +42,9 @@ pub async fn dispatch(
         Request::ApiVersions(_) => encode(&api_versions::handle())?,
         Request::Metadata(r) => encode(&metadata::handle(broker, r, version))?,
         Request::Produce(r) => match produce::handle(broker, r, version) {
-            Some(body) => encode(&body)?,
-            None => return Ok(None),
+            produce::ProduceOutcome::Respond(body) => encode(&body)?,
+            produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
+            produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
         },
         Request::Fetch(r) => encode(&fetch::handle(broker, r, version).await)?,
         Request::ListOffsets(r) => encode(&list_offsets::handle(broker, r, version))?,
@@ -49,7 +57,7 @@ pub async fn dispatch(
         Request::IncrementalAlterConfigs(r) => encode(&configs::incremental_alter(broker, r))?,
         Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r))?,
     };
-    Ok(Some(bytes))
+    Ok(Reply::Send(bytes))
 }
 
 /// Lets `dispatch` encode any response body through one closure.

@@ -36,9 +36,16 @@ pub fn handle(
                     if let Err(error) = check_leader_epoch(&partition, p.current_leader_epoch) {
                         return undefined(result.with_error_code(error.code()));
                     }
-                    let found = partition
-                        .lock_log()
-                        .end_offset_for_epoch(LeaderEpoch(p.leader_epoch));
+                    let Ok(log) = partition.lock_log() else {
+                        return undefined(
+                            result.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        );
+                    };
+                    // Kafka answers UNDEFINED for an undefined requested epoch.
+                    let found = (p.leader_epoch >= 0)
+                        .then(|| log.end_offset_for_epoch(LeaderEpoch(p.leader_epoch)))
+                        .flatten();
+                    drop(log);
                     match found {
                         Some((epoch, end_offset)) => result
                             .with_error_code(0)

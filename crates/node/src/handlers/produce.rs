@@ -15,19 +15,27 @@ use tracing::warn;
 
 use crate::broker::Broker;
 use crate::error::{from_log_error, ApiError};
+use crate::partition::PartitionError;
 
 /// The acks values Kafka accepts.
 const ACKS_VALID: [i16; 3] = [-1, 0, 1];
 
-/// Returns `None` for `acks=0`: the client expects no response.
-pub fn handle(
-    broker: &Arc<Broker>,
-    request: ProduceRequest,
-    version: i16,
-) -> Option<ProduceResponse> {
+/// What the connection does after a Produce.
+#[derive(Debug)]
+pub enum ProduceOutcome {
+    Respond(ProduceResponse),
+    /// `acks=0` and every partition appended: the client expects no response.
+    Silent,
+    /// `acks=0` and some partition failed: like Kafka, close the connection so the producer
+    /// notices (it refreshes metadata and reconnects) instead of losing records silently.
+    Close(String),
+}
+
+pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ProduceOutcome {
     let now_ms = broker.clock.now_ms();
     let acks_valid = ACKS_VALID.contains(&request.acks);
     let mut any_appended = false;
+    let mut first_error: Option<String> = None;
     let responses = request
         .topic_data
         .into_iter()
@@ -57,6 +65,9 @@ pub fn handle(
                         )
                     };
                     any_appended |= result.is_ok();
+                    if let (Err(e), None) = (&result, &first_error) {
+                        first_error = Some(format!("partition {}: {e}", data.index));
+                    }
                     partition_response(data.index, result)
                 })
                 .collect();
@@ -70,9 +81,12 @@ pub fn handle(
         broker.notify_data_changed();
     }
     if request.acks == 0 {
-        return None;
+        return match first_error {
+            Some(reason) => ProduceOutcome::Close(format!("acks=0 produce failed: {reason}")),
+            None => ProduceOutcome::Silent,
+        };
     }
-    Some(ProduceResponse::default().with_responses(responses))
+    ProduceOutcome::Respond(ProduceResponse::default().with_responses(responses))
 }
 
 fn append(
@@ -93,6 +107,12 @@ fn append(
     })?;
     refuse_producer_state(records)?;
     partition.append_as_leader(records, now_ms).map_err(|e| {
+        let e = match e {
+            PartitionError::Deleted => {
+                return ApiError::bare(ResponseError::UnknownTopicOrPartition)
+            }
+            PartitionError::Log(e) => e,
+        };
         // Produce v3+ carries only magic-2 batches; Kafka rejects older formats as invalid.
         if let LogError::UnsupportedMagic { .. } = e {
             return ApiError::new(ResponseError::InvalidRecord, e.to_string());
