@@ -76,6 +76,12 @@ pub enum LogError {
         /// What is wrong with it.
         reason: String,
     },
+    /// Another process holds the log directory's `.lock`.
+    #[error("log directory {} is in use by another process (its .lock is held)", path.display())]
+    Locked {
+        /// The log directory.
+        path: PathBuf,
+    },
     /// The log directory has no `meta.properties`.
     #[error("log directory {} is not formatted (no meta.properties); run `keel format`", path.display())]
     NotFormatted {
@@ -149,6 +155,7 @@ impl LogError {
             | LogError::OffsetOutOfRange { .. }
             | LogError::UnexpectedAppendOffset { .. } => false,
             LogError::Io { .. }
+            | LogError::Locked { .. }
             | LogError::CorruptFile { .. }
             | LogError::NotFormatted { .. }
             | LogError::ClusterIdMismatch { .. }
@@ -169,6 +176,7 @@ impl LogError {
             LogError::InvalidRecord { .. } => Some(87),
             LogError::UnexpectedAppendOffset { .. }
             | LogError::Io { .. }
+            | LogError::Locked { .. }
             | LogError::CorruptFile { .. }
             | LogError::NotFormatted { .. }
             | LogError::ClusterIdMismatch { .. }

@@ -38,6 +38,8 @@ pub struct LogDir {
     storage: Arc<dyn Storage>,
     path: PathBuf,
     meta: MetaProperties,
+    /// The directory's `.lock`, held while this `LogDir` lives.
+    _lock: Arc<crate::storage::DirLock>,
 }
 
 /// The offsets of one partition to checkpoint.
@@ -164,10 +166,20 @@ impl LogDir {
                 found: meta.node_id,
             });
         }
+        let lock = storage.lock_dir(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                LogError::Locked {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                LogError::io("lock", path)(e)
+            }
+        })?;
         Ok(LogDir {
             storage,
             path: path.to_path_buf(),
             meta,
+            _lock: Arc::new(lock),
         })
     }
 

@@ -403,6 +403,11 @@ impl Storage for MemStorage {
         }
     }
 
+    /// One in-memory storage models one process's disk: there is nobody to exclude.
+    fn lock_dir(&self, _path: &Path) -> io::Result<super::DirLock> {
+        Ok(super::DirLock::none())
+    }
+
     fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
         let mut state = self.lock();
         let inode = match state.resolve(path) {

@@ -62,7 +62,31 @@ pub trait Storage: Send + Sync + Debug {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// Opens a file for positional reads, appends, truncation and fsync.
     fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>>;
+    /// Takes the exclusive lock of directory `path` (Kafka's `.lock` file), held until the
+    /// returned guard is dropped; fails with `WouldBlock` if another process holds it.
+    fn lock_dir(&self, path: &Path) -> io::Result<DirLock>;
 }
+
+/// A held directory lock; dropping it releases the lock.
+#[derive(Debug)]
+pub struct DirLock {
+    _held: Option<std::fs::File>,
+}
+
+impl DirLock {
+    /// A lock that holds nothing (storage with a single user, such as [`MemStorage`]).
+    pub fn none() -> DirLock {
+        DirLock { _held: None }
+    }
+
+    /// A lock held through an open, locked file.
+    pub fn file(file: std::fs::File) -> DirLock {
+        DirLock { _held: Some(file) }
+    }
+}
+
+/// Name of the lock file in a log directory (Kafka's).
+pub const LOCK_FILE: &str = ".lock";
 
 /// An open file. Reads take `&self` so readers can share a file with the single appender.
 pub trait StorageFile: Send + Sync + Debug {

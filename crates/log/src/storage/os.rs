@@ -62,6 +62,23 @@ impl Storage for OsStorage {
         File::open(path)?.sync_all()
     }
 
+    fn lock_dir(&self, path: &Path) -> io::Result<super::DirLock> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path.join(super::LOCK_FILE))?;
+        match file.try_lock() {
+            Ok(()) => Ok(super::DirLock::file(file)),
+            Err(std::fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                format!("{} is locked by another process", path.display()),
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
     fn open_file(&self, path: &Path, mode: OpenMode) -> io::Result<Box<dyn StorageFile>> {
         let file = OpenOptions::new()
             .read(true)

@@ -166,3 +166,16 @@ fn os_and_mem_storage_agree() {
             .is_err());
     }
 }
+
+// Shows: a log directory's `.lock` excludes a second holder (Kafka refuses to run two brokers on
+// one directory) and is released when the guard drops.
+#[test]
+fn os_directory_lock_is_exclusive() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = OsStorage::new();
+    let held = storage.lock_dir(dir.path()).unwrap();
+    let err = storage.lock_dir(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    drop(held);
+    storage.lock_dir(dir.path()).unwrap();
+}
