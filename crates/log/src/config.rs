@@ -44,6 +44,11 @@ pub struct LogConfig {
     pub max_message_bytes: u64,
     /// `message.timestamp.type` (CreateTime).
     pub timestamp_type: TimestampType,
+    /// Test-only fault injection (`keel.test.lose.unflushed.data.on.unclean.start`): record the
+    /// recovery point durably in [`crate::log::FLUSHED_OFFSET_FILE`] at every flush, so that
+    /// [`crate::Log::truncate_to_recorded_flush`] can drop everything a power loss would have
+    /// dropped. Off by default.
+    pub test_record_flushed_offset: bool,
 }
 
 impl Default for LogConfig {
@@ -59,6 +64,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
+            test_record_flushed_offset: false,
         }
     }
 }

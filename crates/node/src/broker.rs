@@ -109,7 +109,17 @@ impl Broker {
         for (index, dir) in log_dirs.iter().enumerate() {
             remove_deleted_dirs(dir)?;
             let found = dir.load_logs(clean, now_ms, &config_for)?;
-            for (tp, log) in found.logs {
+            for (tp, mut log) in found.logs {
+                if !clean && log.config().test_record_flushed_offset {
+                    if let Some(offset) = log.truncate_to_recorded_flush(now_ms)? {
+                        warn!(
+                            partition = %tp,
+                            %offset,
+                            "fault injection ({}): truncated the log to its last flush",
+                            crate::topic_config::TEST_LOSE_UNFLUSHED_KEY
+                        );
+                    }
+                }
                 loaded.insert(tp, (index, log));
             }
         }

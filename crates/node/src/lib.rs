@@ -15,6 +15,7 @@ pub mod active_controller;
 pub mod broker;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod handlers;

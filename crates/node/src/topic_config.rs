@@ -153,9 +153,10 @@ pub fn definition(name: &str) -> Option<&'static TopicConfigDef> {
 
 /// Whether `key` is a broker-level synonym of some topic config.
 pub fn is_broker_synonym(key: &str) -> bool {
-    TOPIC_CONFIGS
-        .iter()
-        .any(|d| d.broker_synonyms.iter().any(|(s, _)| *s == key))
+    key == TEST_LOSE_UNFLUSHED_KEY
+        || TOPIC_CONFIGS
+            .iter()
+            .any(|d| d.broker_synonyms.iter().any(|(s, _)| *s == key))
 }
 
 /// Checks and normalizes `value` for topic config `name`.
@@ -190,6 +191,11 @@ fn validate_kind(kind: Kind, value: &str) -> Result<String, String> {
     }
 }
 
+/// Test-only broker property: on a start after an unclean shutdown, truncate every log to its
+/// last flush, as if the machine had lost its page cache (`kill -9` keeps it). Issue 4's
+/// fault knob for reproducing the seeds' "unclean shutdown with data loss" with real processes.
+pub const TEST_LOSE_UNFLUSHED_KEY: &str = "keel.test.lose.unflushed.data.on.unclean.start";
+
 /// Topic defaults taken from broker properties, keyed by topic config name.
 pub fn defaults_from_broker_props(
     props: &BTreeMap<String, String>,
@@ -222,6 +228,15 @@ pub fn defaults_from_broker_props(
             break;
         }
     }
+    if let Some(raw) = props.get(TEST_LOSE_UNFLUSHED_KEY) {
+        let value =
+            validate_kind(Kind::Boolean, raw).map_err(|reason| ConfigError::InvalidValue {
+                key: TEST_LOSE_UNFLUSHED_KEY.to_string(),
+                value: raw.clone(),
+                reason,
+            })?;
+        defaults.insert(TEST_LOSE_UNFLUSHED_KEY.to_string(), value);
+    }
     Ok(defaults)
 }
 
@@ -248,6 +263,8 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct EffectiveTopicConfig {
     values: BTreeMap<&'static str, (String, Source)>,
+    /// The broker's test-only fault knob ([`TEST_LOSE_UNFLUSHED_KEY`]).
+    test_lose_unflushed: bool,
 }
 
 impl EffectiveTopicConfig {
@@ -268,7 +285,12 @@ impl EffectiveTopicConfig {
                 values.insert(def.name, r);
             }
         }
-        let mut config = EffectiveTopicConfig { values };
+        let mut config = EffectiveTopicConfig {
+            values,
+            test_lose_unflushed: broker_defaults
+                .get(TEST_LOSE_UNFLUSHED_KEY)
+                .is_some_and(|v| v == "true"),
+        };
         if !config.values.contains_key("unclean.recovery.strategy") {
             let derived = if config.bool("unclean.leader.election.enable") {
                 "proactive"
@@ -281,6 +303,11 @@ impl EffectiveTopicConfig {
             );
         }
         config
+    }
+
+    /// Whether the test-only fault knob is on for this topic's logs.
+    pub fn test_lose_unflushed(&self) -> bool {
+        self.test_lose_unflushed
     }
 
     /// Every resolved entry, sorted by name.
@@ -340,6 +367,7 @@ impl EffectiveTopicConfig {
             } else {
                 keel_log::TimestampType::CreateTime
             },
+            test_record_flushed_offset: self.test_lose_unflushed,
             ..keel_log::LogConfig::default()
         }
     }

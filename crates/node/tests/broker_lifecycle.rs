@@ -293,3 +293,67 @@ fn leftover_partition_directory_is_never_reused() {
         "{names:?}"
     );
 }
+
+// Shows: the test-only fault knob (issue 4) makes a restart after an unclean stop lose exactly
+// what was never flushed, even though the (simulated) page cache kept it — the "unclean shutdown
+// with data loss" of the KIP-966 motivation — and it does nothing after a clean shutdown.
+#[test]
+fn fault_knob_loses_unflushed_records_after_an_unclean_stop() {
+    let storage = Arc::new(MemStorage::new());
+    format(&storage);
+    let knob_config = || {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".to_string(), "7".to_string());
+        props.insert("log.dirs".to_string(), "/data/a,/data/b".to_string());
+        props.insert(
+            keel_node::topic_config::TEST_LOSE_UNFLUSHED_KEY.to_string(),
+            "true".to_string(),
+        );
+        BrokerConfig::from_properties(&props).unwrap()
+    };
+    let open_with_knob = || {
+        let storage: Arc<dyn Storage> = storage.clone();
+        Broker::open(
+            knob_config(),
+            storage,
+            Arc::new(FixedClock(AtomicI64::new(1_000))),
+        )
+        .unwrap()
+    };
+    let broker = open_with_knob();
+    let mut durable = BTreeMap::new();
+    durable.insert("flush.messages".to_string(), "1".to_string());
+    broker
+        .create_topic("durable", Some(1), None, &durable, false)
+        .unwrap();
+    broker
+        .create_topic("lazy", Some(1), None, &BTreeMap::new(), false)
+        .unwrap();
+    produce(&broker, "durable", 0, 5);
+    produce(&broker, "lazy", 0, 5);
+    drop(broker); // kill -9: no clean shutdown, but the storage keeps every byte
+
+    let broker = open_with_knob();
+    assert_eq!(broker.previous_shutdown, PreviousShutdown::Unclean);
+    let end = |b: &Broker, t: &str| b.partition(t, 0).unwrap().offsets().unwrap().2;
+    assert_eq!(end(&broker, "durable"), Offset(5));
+    assert_eq!(
+        end(&broker, "lazy"),
+        Offset(0),
+        "unflushed records are dropped"
+    );
+    produce(&broker, "lazy", 0, 3);
+    broker.shutdown().unwrap();
+    drop(broker);
+
+    let broker = open_with_knob();
+    assert!(matches!(
+        broker.previous_shutdown,
+        PreviousShutdown::Clean { .. }
+    ));
+    assert_eq!(
+        end(&broker, "lazy"),
+        Offset(3),
+        "a clean shutdown flushed everything"
+    );
+}

@@ -3,7 +3,8 @@
 
 use super::Log;
 use crate::error::LogError;
-use crate::storage::parent_of;
+use crate::storage::{parent_of, read_file_if_exists, write_file_atomically};
+use crate::types::Offset;
 
 impl Log {
     /// Fsyncs every segment with unsynced bytes (log files and indexes), then the partition
@@ -18,7 +19,41 @@ impl Log {
         self.sync_dir_if_needed()?;
         self.recovery_point = self.log_end_offset();
         self.last_flush_ms = now_ms;
+        if self.config.test_record_flushed_offset {
+            let path = self.dir.join(super::FLUSHED_OFFSET_FILE);
+            write_file_atomically(
+                self.storage.as_ref(),
+                &path,
+                self.recovery_point.0.to_string().as_bytes(),
+            )
+            .map_err(LogError::io("write", &path))?;
+        }
         Ok(())
+    }
+
+    /// Test-only fault injection: truncates the log to the offset recorded at the last flush
+    /// (see [`crate::LogConfig::test_record_flushed_offset`]), as if the machine had lost its
+    /// page cache. Everything appended after the last flush is gone; on real hardware a crash
+    /// loses at most that much. Returns the offset truncated to, if a record existed.
+    pub fn truncate_to_recorded_flush(&mut self, now_ms: i64) -> Result<Option<Offset>, LogError> {
+        let path = self.dir.join(super::FLUSHED_OFFSET_FILE);
+        let Some(bytes) = read_file_if_exists(self.storage.as_ref(), &path)
+            .map_err(LogError::io("read", &path))?
+        else {
+            return Ok(None);
+        };
+        let offset = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|text| text.trim().parse::<i64>().ok())
+            .ok_or_else(|| LogError::CorruptFile {
+                path: path.clone(),
+                reason: "not an offset".to_string(),
+            })?;
+        let target = Offset(offset)
+            .max(self.log_start_offset)
+            .min(self.log_end_offset());
+        self.truncate_to(target, now_ms)?;
+        Ok(Some(target))
     }
 
     /// Messages appended since the last flush (`log end offset - recovery point`).

@@ -39,6 +39,10 @@ use crate::segment::Segment;
 use crate::storage::Storage;
 use crate::types::{LeaderEpoch, Offset, TimestampOffset};
 
+/// File name of the test-only record of the last flushed offset
+/// ([`LogConfig::test_record_flushed_offset`]).
+pub const FLUSHED_OFFSET_FILE: &str = "flushed-offset.keel-test";
+
 /// File name of the per-partition leader epoch checkpoint.
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 
