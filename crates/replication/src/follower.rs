@@ -1,0 +1,568 @@
+//! The follower side of one partition: what to fetch, and what to do with the leader's answer.
+//!
+//! - The fetch carries the log end offset as `FetchOffset`, the latest epoch in the log as
+//!   `LastFetchedEpoch`, the leader epoch from metadata as `CurrentLeaderEpoch`, and the
+//!   broker epoch (KIP-903).
+//! - Records → the shell appends them as follower and reports the new log end offset
+//!   ([`FollowerPartition::on_appended`]); the follower high watermark is
+//!   min(leader high watermark, log end offset).
+//! - `DivergingEpoch` → truncate (never halt, KAFKA-3861), with Kafka's rule
+//!   (`AbstractFetcherThread.getOffsetTruncationState`): if the follower has the leader's
+//!   epoch, to the smaller of the leader's and its own end offset for it; if it only has an
+//!   older epoch, to its own end offset for that one (the next fetch continues the search);
+//!   if it has none, to the leader's end offset; if the leader knew no epoch, to its own high
+//!   watermark. Never past its own log end offset.
+//! - `FENCED_LEADER_EPOCH`, `NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_LEADER_EPOCH` → stop fetching
+//!   until metadata names a newer leader epoch; any other error → back off
+//!   `replica.fetch.backoff.ms`.
+
+use crate::config::ReplicationConfig;
+use crate::epochs::EpochView;
+use crate::errors::{ErrorCode, ReplicationError};
+use crate::leader::FetchAnswer;
+use crate::types::{BrokerEpoch, BrokerId, EpochEndOffset, LeaderEpoch, Offset};
+
+/// What the follower's IO shell must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FollowerCommand {
+    /// Truncate the log (and its epoch cache) to end at this offset, before the next fetch.
+    Truncate {
+        /// The new log end offset.
+        to: Offset,
+    },
+    /// Append the records of the fetch response as follower, then call
+    /// [`FollowerPartition::on_appended`].
+    AppendRecords,
+    /// The follower high watermark changed.
+    HighWatermarkUpdated {
+        /// The new follower high watermark.
+        high_watermark: Offset,
+    },
+    /// Stop fetching until [`FollowerPartition::on_leader_change`] brings a newer leader epoch.
+    AwaitMetadata {
+        /// The error that stopped it.
+        error: ErrorCode,
+    },
+    /// Fetch again (call [`FollowerPartition::fetch_request`]) at this time.
+    ScheduleFetch {
+        /// When.
+        at_ms: u64,
+    },
+    /// Metadata made this broker the leader: build a leader state.
+    BecomeLeader {
+        /// The new leader epoch.
+        leader_epoch: LeaderEpoch,
+    },
+}
+
+/// The Fetch request fields for this partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// Send it to this broker.
+    pub leader: BrokerId,
+    /// `ReplicaState.ReplicaEpoch`.
+    pub broker_epoch: BrokerEpoch,
+    /// `CurrentLeaderEpoch`.
+    pub current_leader_epoch: LeaderEpoch,
+    /// `FetchOffset` = the log end offset.
+    pub fetch_offset: Offset,
+    /// `LastFetchedEpoch` = the latest epoch in the log.
+    pub last_fetched_epoch: Option<LeaderEpoch>,
+}
+
+/// Where the follower's fetching stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchState {
+    /// Ready to fetch.
+    Fetching,
+    /// Records are being appended; the leader's high watermark applies once they are.
+    Appending {
+        /// The leader's high watermark in the response.
+        leader_high_watermark: Offset,
+    },
+    /// Waiting after an error.
+    BackingOff {
+        /// Fetch again from this time.
+        until_ms: u64,
+    },
+    /// Waiting for metadata (no leader, or the leader fenced this fetch).
+    AwaitingMetadata,
+}
+
+/// The follower's replication state for one partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowerPartition {
+    local: BrokerId,
+    local_broker_epoch: BrokerEpoch,
+    config: ReplicationConfig,
+    leader: Option<BrokerId>,
+    leader_epoch: LeaderEpoch,
+    log_end_offset: Offset,
+    high_watermark: Offset,
+    state: FetchState,
+}
+
+impl FollowerPartition {
+    /// Starts following `leader` in `leader_epoch` with the local log's offsets.
+    pub fn new(
+        local: BrokerId,
+        local_broker_epoch: BrokerEpoch,
+        leader: Option<BrokerId>,
+        leader_epoch: LeaderEpoch,
+        log_end_offset: Offset,
+        high_watermark: Offset,
+        config: ReplicationConfig,
+    ) -> Result<Self, ReplicationError> {
+        if high_watermark > log_end_offset || high_watermark.0 < 0 {
+            return Err(ReplicationError::OffsetsOutOfOrder {
+                what: "0 ≤ high watermark ≤ log end offset",
+            });
+        }
+        let mut follower = FollowerPartition {
+            local,
+            local_broker_epoch,
+            config,
+            leader: None,
+            leader_epoch,
+            log_end_offset,
+            high_watermark,
+            state: FetchState::AwaitingMetadata,
+        };
+        follower.set_leader(leader);
+        Ok(follower)
+    }
+
+    fn set_leader(&mut self, leader: Option<BrokerId>) {
+        self.leader = leader.filter(|l| *l != self.local);
+        self.state = if self.leader.is_some() {
+            FetchState::Fetching
+        } else {
+            FetchState::AwaitingMetadata
+        };
+    }
+
+    /// The leader being followed.
+    pub fn leader(&self) -> Option<BrokerId> {
+        self.leader
+    }
+
+    /// The leader epoch from metadata.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch
+    }
+
+    /// The local log end offset as this state knows it.
+    pub fn log_end_offset(&self) -> Offset {
+        self.log_end_offset
+    }
+
+    /// The follower high watermark.
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+
+    /// Where fetching stands.
+    pub fn state(&self) -> FetchState {
+        self.state
+    }
+
+    /// The fetch to send now, if any. `epochs` is the local log's epoch cache.
+    pub fn fetch_request(&mut self, epochs: &impl EpochView, now_ms: u64) -> Option<FetchRequest> {
+        if let FetchState::BackingOff { until_ms } = self.state {
+            if now_ms >= until_ms {
+                self.state = FetchState::Fetching;
+            }
+        }
+        match (self.state, self.leader) {
+            (FetchState::Fetching, Some(leader)) => Some(FetchRequest {
+                leader,
+                broker_epoch: self.local_broker_epoch,
+                current_leader_epoch: self.leader_epoch,
+                fetch_offset: self.log_end_offset,
+                last_fetched_epoch: epochs.latest_epoch(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Handles the answer to `request`. `has_records` says whether the answer carried records.
+    /// An answer to a request made under another leader epoch or from another log end offset
+    /// is ignored.
+    pub fn on_fetch_response(
+        &mut self,
+        request: &FetchRequest,
+        answer: &FetchAnswer,
+        has_records: bool,
+        epochs: &impl EpochView,
+        now_ms: u64,
+    ) -> Vec<FollowerCommand> {
+        let current = self.state == FetchState::Fetching
+            && Some(request.leader) == self.leader
+            && request.current_leader_epoch == self.leader_epoch
+            && request.fetch_offset == self.log_end_offset;
+        if !current {
+            return Vec::new();
+        }
+        match *answer {
+            FetchAnswer::Records { high_watermark } if has_records => {
+                self.state = FetchState::Appending {
+                    leader_high_watermark: high_watermark,
+                };
+                vec![FollowerCommand::AppendRecords]
+            }
+            FetchAnswer::Records { high_watermark } => self.update_high_watermark(high_watermark),
+            FetchAnswer::DivergingEpoch { end, .. } => self.truncate(end, epochs, now_ms),
+            FetchAnswer::Error(error) => self.on_error(error, now_ms),
+        }
+    }
+
+    /// The records of the last response were appended; the log now ends at `log_end_offset`.
+    pub fn on_appended(
+        &mut self,
+        log_end_offset: Offset,
+    ) -> Result<Vec<FollowerCommand>, ReplicationError> {
+        let FetchState::Appending {
+            leader_high_watermark,
+        } = self.state
+        else {
+            return Ok(Vec::new());
+        };
+        if log_end_offset < self.log_end_offset {
+            return Err(ReplicationError::LogEndOffsetBackward {
+                current: self.log_end_offset,
+                new: log_end_offset,
+            });
+        }
+        self.log_end_offset = log_end_offset;
+        self.state = FetchState::Fetching;
+        Ok(self.update_high_watermark(leader_high_watermark))
+    }
+
+    /// The fetch failed without an answer (connection lost, timeout): back off.
+    pub fn on_fetch_failed(&mut self, now_ms: u64) -> Vec<FollowerCommand> {
+        if self.state != FetchState::Fetching {
+            return Vec::new();
+        }
+        self.back_off(now_ms)
+    }
+
+    /// Metadata names a leader for a newer leader epoch (older or equal epochs are ignored).
+    pub fn on_leader_change(
+        &mut self,
+        leader: Option<BrokerId>,
+        leader_epoch: LeaderEpoch,
+    ) -> Vec<FollowerCommand> {
+        if leader_epoch <= self.leader_epoch {
+            return Vec::new();
+        }
+        self.leader_epoch = leader_epoch;
+        self.set_leader(leader);
+        if leader == Some(self.local) {
+            vec![FollowerCommand::BecomeLeader { leader_epoch }]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn update_high_watermark(&mut self, leader_high_watermark: Offset) -> Vec<FollowerCommand> {
+        let high_watermark = leader_high_watermark
+            .min(self.log_end_offset)
+            .max(Offset(0));
+        if high_watermark == self.high_watermark {
+            return Vec::new();
+        }
+        self.high_watermark = high_watermark;
+        vec![FollowerCommand::HighWatermarkUpdated { high_watermark }]
+    }
+
+    /// The offset to truncate to for a diverging answer (module docs).
+    pub fn truncation_offset(
+        &self,
+        leader_end: Option<EpochEndOffset>,
+        epochs: &impl EpochView,
+    ) -> Offset {
+        let leo = self.log_end_offset;
+        let to = match leader_end {
+            None => self.high_watermark,
+            Some(leader) => match epochs.end_offset_for(leader.epoch, leo) {
+                Some(own) if own.epoch == leader.epoch => leader.end_offset.min(own.end_offset),
+                Some(own) => own.end_offset,
+                None => leader.end_offset,
+            },
+        };
+        to.min(leo).max(Offset(0))
+    }
+
+    fn truncate(
+        &mut self,
+        leader_end: Option<EpochEndOffset>,
+        epochs: &impl EpochView,
+        now_ms: u64,
+    ) -> Vec<FollowerCommand> {
+        let to = self.truncation_offset(leader_end, epochs);
+        if to == self.log_end_offset {
+            // Nothing to cut but the leader still sees divergence: the views disagree in a way
+            // truncation cannot fix; do not spin.
+            return self.back_off(now_ms);
+        }
+        self.log_end_offset = to;
+        let mut commands = vec![FollowerCommand::Truncate { to }];
+        if self.high_watermark > to {
+            self.high_watermark = to;
+            commands.push(FollowerCommand::HighWatermarkUpdated { high_watermark: to });
+        }
+        commands
+    }
+
+    fn on_error(&mut self, error: ErrorCode, now_ms: u64) -> Vec<FollowerCommand> {
+        match error {
+            ErrorCode::FencedLeaderEpoch
+            | ErrorCode::NotLeaderOrFollower
+            | ErrorCode::UnknownLeaderEpoch => {
+                self.state = FetchState::AwaitingMetadata;
+                vec![FollowerCommand::AwaitMetadata { error }]
+            }
+            _ => self.back_off(now_ms),
+        }
+    }
+
+    fn back_off(&mut self, now_ms: u64) -> Vec<FollowerCommand> {
+        let until_ms = now_ms.saturating_add(self.config.replica_fetch_backoff_ms);
+        self.state = FetchState::BackingOff { until_ms };
+        vec![FollowerCommand::ScheduleFetch { at_ms: until_ms }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epochs::EpochCache;
+
+    fn e(epoch: i32) -> LeaderEpoch {
+        LeaderEpoch(epoch)
+    }
+
+    fn follower(leo: i64, hwm: i64) -> FollowerPartition {
+        FollowerPartition::new(
+            BrokerId(1),
+            BrokerEpoch(101),
+            Some(BrokerId(0)),
+            e(5),
+            Offset(leo),
+            Offset(hwm),
+            ReplicationConfig::default(),
+        )
+        .unwrap()
+    }
+
+    fn end(epoch: i32, offset: i64) -> Option<EpochEndOffset> {
+        Some(EpochEndOffset {
+            epoch: e(epoch),
+            end_offset: Offset(offset),
+        })
+    }
+
+    #[test]
+    fn fetch_request_carries_leo_last_epoch_and_broker_epoch() {
+        // Issue 4 / Fetch v15: FetchOffset = LEO, LastFetchedEpoch, CurrentLeaderEpoch, ReplicaEpoch.
+        let mut f = follower(15, 3);
+        let cache = EpochCache::from_entries([(e(1), Offset(0)), (e(2), Offset(10))]);
+        assert_eq!(
+            f.fetch_request(&cache, 0),
+            Some(FetchRequest {
+                leader: BrokerId(0),
+                broker_epoch: BrokerEpoch(101),
+                current_leader_epoch: e(5),
+                fetch_offset: Offset(15),
+                last_fetched_epoch: Some(e(2)),
+            })
+        );
+    }
+
+    #[test]
+    fn records_are_appended_then_hwm_is_min_of_leader_hwm_and_leo() {
+        // Kafka follower: HWM = min(leader HWM, own LEO).
+        let mut f = follower(10, 3);
+        let cache = EpochCache::from_entries([(e(5), Offset(0))]);
+        let req = f.fetch_request(&cache, 0).unwrap();
+        let answer = FetchAnswer::Records {
+            high_watermark: Offset(30),
+        };
+        assert_eq!(
+            f.on_fetch_response(&req, &answer, true, &cache, 1),
+            vec![FollowerCommand::AppendRecords]
+        );
+        assert_eq!(f.fetch_request(&cache, 1), None, "no fetch while appending");
+        assert_eq!(
+            f.on_appended(Offset(20)).unwrap(),
+            vec![FollowerCommand::HighWatermarkUpdated {
+                high_watermark: Offset(20)
+            }]
+        );
+        assert_eq!(
+            (f.log_end_offset(), f.high_watermark()),
+            (Offset(20), Offset(20))
+        );
+        // An answer to the old request (fetch offset 10) is stale now.
+        assert_eq!(f.on_fetch_response(&req, &answer, true, &cache, 2), vec![]);
+    }
+
+    #[test]
+    fn truncation_rule_table() {
+        // AbstractFetcherThread.getOffsetTruncationState, reference rule from the brief.
+        // Follower log: epoch 1 [0,10), epoch 3 [10,15); LEO 15, HWM 4.
+        let cache = EpochCache::from_entries([(e(1), Offset(0)), (e(3), Offset(10))]);
+        let rows: &[(&str, Option<EpochEndOffset>, i64)] = &[
+            ("same epoch, leader ends earlier", end(3, 12), 12),
+            ("same epoch, follower ends earlier", end(1, 12), 10),
+            (
+                "leader epoch unknown here: own floor epoch end",
+                end(2, 13),
+                10,
+            ),
+            ("older than every epoch here", end(0, 7), 0),
+            ("leader knows no epoch: own HWM", None, 4),
+            ("never past own LEO", end(3, 40), 15),
+        ];
+        let f = follower(15, 4);
+        for (name, leader_end, to) in rows {
+            assert_eq!(
+                f.truncation_offset(*leader_end, &cache),
+                Offset(*to),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn follower_ahead_of_new_leader_truncates_and_converges() {
+        // KAFKA-3861 / KIP-966 unclean election: the new leader (0) lacks the follower's tail;
+        // the follower truncates to the divergence point and fetches on — it never halts.
+        use crate::leader::{FollowerFetch, LeaderInit, LeaderPartition, PartitionMetadata};
+        use crate::types::{BrokerRegistration, PartitionEpoch};
+        // Follower 1: epoch 1 [0,10), epoch 2 [10,15) (written while it led alone).
+        let mut follower_cache = EpochCache::from_entries([(e(1), Offset(0)), (e(2), Offset(10))]);
+        // New leader 0 elected uncleanly in epoch 3: it had epoch 1 up to 8 only.
+        let leader_cache = EpochCache::from_entries([(e(1), Offset(0)), (e(3), Offset(8))]);
+        let mut leader = LeaderPartition::new(
+            LeaderInit {
+                local: BrokerId(0),
+                local_broker_epoch: BrokerEpoch(100),
+                metadata: PartitionMetadata {
+                    leader: Some(BrokerId(0)),
+                    leader_epoch: e(3),
+                    partition_epoch: PartitionEpoch(7),
+                    replicas: vec![BrokerId(0), BrokerId(1)],
+                    isr: [BrokerId(0)].into(),
+                },
+                log_end_offset: Offset(12),
+                leader_epoch_start_offset: Offset(8),
+                high_watermark: Offset(8),
+                brokers: [(BrokerId(1), BrokerRegistration::live(BrokerEpoch(101)))].into(),
+                config: ReplicationConfig::default(),
+            },
+            0,
+        )
+        .unwrap();
+        let mut f = FollowerPartition::new(
+            BrokerId(1),
+            BrokerEpoch(101),
+            Some(BrokerId(0)),
+            e(3),
+            Offset(15),
+            Offset(8),
+            ReplicationConfig::default(),
+        )
+        .unwrap();
+        let as_fetch = |r: &FetchRequest| FollowerFetch {
+            broker: BrokerId(1),
+            broker_epoch: r.broker_epoch,
+            current_leader_epoch: Some(r.current_leader_epoch),
+            fetch_offset: r.fetch_offset,
+            last_fetched_epoch: r.last_fetched_epoch,
+        };
+        let req = f.fetch_request(&follower_cache, 1).unwrap();
+        let out = leader.on_follower_fetch(&as_fetch(&req), &leader_cache, 1);
+        assert_eq!(
+            out.answer,
+            FetchAnswer::DivergingEpoch {
+                end: end(1, 8),
+                high_watermark: Offset(8)
+            }
+        );
+        let cmds = f.on_fetch_response(&req, &out.answer, false, &follower_cache, 1);
+        assert_eq!(cmds, vec![FollowerCommand::Truncate { to: Offset(8) }]);
+        follower_cache.truncate_from_end(Offset(8));
+        // Next fetch from 8 in epoch 1: no divergence; it joins the ISR.
+        let req = f.fetch_request(&follower_cache, 2).unwrap();
+        assert_eq!(
+            (req.fetch_offset, req.last_fetched_epoch),
+            (Offset(8), Some(e(1)))
+        );
+        let out = leader.on_follower_fetch(&as_fetch(&req), &leader_cache, 2);
+        assert_eq!(
+            out.answer,
+            FetchAnswer::Records {
+                high_watermark: Offset(8)
+            }
+        );
+        assert_eq!(
+            out.commands.len(),
+            1,
+            "expansion proposed: {:?}",
+            out.commands
+        );
+    }
+
+    #[test]
+    fn fetch_error_table() {
+        // Issue 4: fenced / not leader / unknown epoch → wait for metadata; others back off.
+        let rows: &[(ErrorCode, bool)] = &[
+            (ErrorCode::FencedLeaderEpoch, true),
+            (ErrorCode::NotLeaderOrFollower, true),
+            (ErrorCode::UnknownLeaderEpoch, true),
+            (ErrorCode::OffsetOutOfRange, false),
+            (ErrorCode::UnknownTopicOrPartition, false),
+            (ErrorCode::Other(13), false),
+        ];
+        let cache = EpochCache::from_entries([(e(5), Offset(0))]);
+        for (error, await_metadata) in rows {
+            let mut f = follower(10, 3);
+            let req = f.fetch_request(&cache, 0).unwrap();
+            let cmds = f.on_fetch_response(&req, &FetchAnswer::Error(*error), false, &cache, 50);
+            if *await_metadata {
+                assert_eq!(cmds, vec![FollowerCommand::AwaitMetadata { error: *error }]);
+                assert_eq!(f.state(), FetchState::AwaitingMetadata);
+                assert_eq!(f.fetch_request(&cache, 1_000_000), None);
+            } else {
+                assert_eq!(cmds, vec![FollowerCommand::ScheduleFetch { at_ms: 1_050 }]);
+                assert_eq!(f.fetch_request(&cache, 1_049), None);
+                assert!(f.fetch_request(&cache, 1_050).is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn leader_change_resumes_fetching_or_becomes_leader() {
+        // Metadata with a newer leader epoch: follow the new leader; older epochs ignored.
+        let cache = EpochCache::new();
+        let mut f = follower(10, 3);
+        let req = f.fetch_request(&cache, 0).unwrap();
+        f.on_fetch_response(
+            &req,
+            &FetchAnswer::Error(ErrorCode::FencedLeaderEpoch),
+            false,
+            &cache,
+            0,
+        );
+        assert_eq!(f.on_leader_change(Some(BrokerId(2)), e(5)), vec![]);
+        assert_eq!(f.state(), FetchState::AwaitingMetadata);
+        assert_eq!(f.on_leader_change(Some(BrokerId(2)), e(6)), vec![]);
+        assert_eq!(f.fetch_request(&cache, 1).unwrap().leader, BrokerId(2));
+        assert_eq!(
+            f.on_leader_change(Some(BrokerId(1)), e(7)),
+            vec![FollowerCommand::BecomeLeader { leader_epoch: e(7) }]
+        );
+        assert_eq!(f.fetch_request(&cache, 2), None);
+    }
+}
