@@ -45,7 +45,8 @@ pub fn validate(name: &str, value: Option<&str>) -> Result<(), ApiError> {
     }
 }
 
-fn parse_bool(value: &str) -> Option<bool> {
+/// Parses Kafka's boolean config values (`true` / `false`, any case).
+pub fn parse_bool(value: &str) -> Option<bool> {
     match value.to_ascii_lowercase().as_str() {
         "true" => Some(true),
         "false" => Some(false),

@@ -224,6 +224,14 @@ impl ClusterImage {
                 Ok(())
             }
             Record::Topic(r) => self.add_topic(r),
+            Record::RemoveTopic(r) => {
+                let topic = self
+                    .topics
+                    .remove(&r.id)
+                    .ok_or(ReplayError::UnknownTopic(r.id))?;
+                self.topic_names.remove(&topic.name);
+                Ok(())
+            }
             Record::Partition(r) => self.add_partition(r),
             Record::PartitionChange(r) => {
                 let current = self

@@ -27,7 +27,8 @@
 //!
 //! [`Record`] is one of: `RegisterBroker` (epoch, incarnation, listeners, rack, log directory
 //! ids, fenced), `BrokerRegistrationChange` (fence / unfence / controlled shutdown),
-//! `UnregisterBroker`, `Topic`, `Partition` (a whole [`PartitionState`]), `PartitionChange` (a
+//! `UnregisterBroker`, `Topic`, `RemoveTopic` (the topic with its partitions and configs),
+//! `Partition` (a whole [`PartitionState`]), `PartitionChange` (a
 //! [`records::PartitionDelta`]: optional fields = unchanged, the leader as
 //! [`records::LeaderChange`] `To(broker)` / `Leaderless` instead of -1/-2), `Config` (topic or
 //! cluster, set or delete), `ClearElr` (clears ELR and LastKnownELR of the partitions whose ISR
@@ -132,9 +133,9 @@ pub mod recovery;
 pub mod types;
 
 pub use controller::{
-    Controller, ControllerConfig, CreateTopicRequest, ElectionOutcome, ElectionResult,
-    ElectionType, HeartbeatRequest, HeartbeatResponse, Output, RegisterBrokerRequest,
-    RegisterBrokerResponse,
+    ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
+    ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse, Output,
+    RegisterBrokerRequest, RegisterBrokerResponse,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

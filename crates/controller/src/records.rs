@@ -31,6 +31,8 @@ pub enum Record {
     UnregisterBroker(UnregisterBrokerRecord),
     /// A topic was created.
     Topic(TopicRecord),
+    /// A topic was deleted, with its partitions and configs.
+    RemoveTopic(RemoveTopicRecord),
     /// A partition was created (or, in a snapshot, its whole state).
     Partition(PartitionRecord),
     /// A partition changed.
@@ -110,6 +112,14 @@ pub struct UnregisterBrokerRecord {
 pub struct TopicRecord {
     /// The topic name.
     pub name: String,
+    /// The topic id.
+    pub id: TopicId,
+}
+
+/// Kafka's `RemoveTopicRecord`: the topic, its partitions and its configs are gone; brokers
+/// delete their replicas when they replay it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveTopicRecord {
     /// The topic id.
     pub id: TopicId,
 }

@@ -83,6 +83,32 @@ impl<L: MetadataLog> ActiveController<L> {
         })
     }
 
+    /// [`ActiveController::open`] for a controller becoming active at `now_ms`: every
+    /// registered broker gets a fresh heartbeat session (sessions are soft state, not in the log;
+    /// without this a restarted controller would fence every broker at its first tick), and the
+    /// unclean recoveries the image needs are started. Returns their commands.
+    pub fn open_at(
+        log: L,
+        config: ControllerConfig,
+        controller_epoch: i32,
+        now_ms: u64,
+    ) -> Result<(Self, Vec<Command>), ControllerStateError> {
+        let mut active = ActiveController::open(log, config.clone(), controller_epoch)?;
+        active.controller =
+            Controller::from_image(active.controller.image().clone(), config, now_ms);
+        let started = active.controller.start_needed_recoveries(now_ms);
+        assert!(
+            started.records.is_empty(),
+            "starting recoveries writes nothing"
+        );
+        Ok((active, started.commands))
+    }
+
+    /// The controller epoch this controller writes with.
+    pub fn controller_epoch(&self) -> i32 {
+        self.controller_epoch
+    }
+
     /// The controller, for queries.
     pub fn controller(&self) -> &Controller {
         &self.controller
@@ -202,5 +228,50 @@ mod tests {
         let reopened = ActiveController::open(log, ControllerConfig::new("c"), 2).unwrap();
         assert_eq!(reopened.controller().next_offset(), end);
         assert_eq!(reopened.controller().image(), &image);
+    }
+
+    // Shows: a controller becoming active gives every registered broker a fresh session
+    // (Kafka's BrokerHeartbeatManager starts empty on failover): replaying the log alone would
+    // leave sessions at time 0 and the first tick would fence every live broker.
+    #[test]
+    fn open_at_starts_fresh_sessions() {
+        let storage = Arc::new(MemStorage::new());
+        let dir = Path::new("/controller");
+        let log = LocalMetadataLog::open(storage.clone(), dir, 0).unwrap();
+        let mut active = ActiveController::open(log, ControllerConfig::new("c"), 1).unwrap();
+        let now = 1_000_000;
+        let epoch = active
+            .run(now, |c| c.register_broker(&register(1), now))
+            .unwrap()
+            .response
+            .unwrap()
+            .broker_epoch;
+        let heartbeat = HeartbeatRequest {
+            broker: BrokerId(1),
+            broker_epoch: epoch,
+            current_metadata_offset: Some(active.controller().next_offset()),
+            want_fence: false,
+            want_shutdown: false,
+        };
+        let unfenced = active.run(now, |c| c.heartbeat(&heartbeat, now)).unwrap();
+        assert!(!unfenced.response.unwrap().is_fenced);
+
+        let restart = now + 60_000;
+        let log = LocalMetadataLog::open(storage, dir, 0).unwrap();
+        let (mut reopened, commands) =
+            ActiveController::open_at(log, ControllerConfig::new("c"), 1, restart).unwrap();
+        assert!(commands.is_empty());
+        let tick = reopened.run(restart + 1, |c| c.tick(restart + 1)).unwrap();
+        assert!(
+            tick.response.is_empty(),
+            "nobody fenced right after the restart"
+        );
+        let expired = restart + keel_controller::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;
+        let tick = reopened.run(expired, |c| c.tick(expired)).unwrap();
+        assert_eq!(
+            tick.response,
+            vec![BrokerId(1)],
+            "fenced one session timeout later"
+        );
     }
 }

@@ -5,17 +5,22 @@
 //! first so that every failure can say which request it was, and whether the connection can be
 //! answered (only an unsupported `ApiVersions` version is answered; Kafka closes the connection
 //! for every other undecodable request).
+//!
+//! Each listener kind has its own body enum: [`Request`] for the broker listener ([`decode`]),
+//! [`ControllerRequest`] for the controller listener ([`decode_controller`]); the served-versions
+//! check uses that listener's table ([`versions::ListenerKind`]).
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, ApiKey, ApiVersionsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    AlterConfigsRequest, AlterPartitionRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
+    BrokerRegistrationRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, FetchRequest,
     IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
     OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
 
-use crate::versions;
+use crate::versions::{self, ListenerKind};
 
 /// A decoded request body.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,15 +40,32 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
 }
 
-/// A request with its header.
+/// A decoded request body on the controller listener
+/// ([`versions::CONTROLLER_APIS`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct DecodedRequest {
-    pub api_key: ApiKey,
-    pub header: RequestHeader,
-    pub body: Request,
+pub enum ControllerRequest {
+    Fetch(FetchRequest),
+    ApiVersions(ApiVersionsRequest),
+    CreateTopics(CreateTopicsRequest),
+    DeleteTopics(DeleteTopicsRequest),
+    CreatePartitions(CreatePartitionsRequest),
+    ElectLeaders(ElectLeadersRequest),
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    AlterPartition(AlterPartitionRequest),
+    DescribeCluster(DescribeClusterRequest),
+    BrokerRegistration(BrokerRegistrationRequest),
+    BrokerHeartbeat(BrokerHeartbeatRequest),
 }
 
-impl DecodedRequest {
+/// A request with its header; the body type depends on the listener (broker by default).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecodedRequest<B = Request> {
+    pub api_key: ApiKey,
+    pub header: RequestHeader,
+    pub body: B,
+}
+
+impl<B> DecodedRequest<B> {
     pub fn api_version(&self) -> i16 {
         self.header.request_api_version
     }
@@ -92,8 +114,21 @@ impl DecodeError {
 
 const FIXED_HEADER_BYTES: usize = 8;
 
-/// Decodes one frame (without its size prefix).
+/// Decodes one frame (without its size prefix) received on the broker listener.
 pub fn decode(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
+    decode_on(frame, ListenerKind::Broker, decode_body)
+}
+
+/// Decodes one frame (without its size prefix) received on the controller listener.
+pub fn decode_controller(frame: Bytes) -> Result<DecodedRequest<ControllerRequest>, DecodeError> {
+    decode_on(frame, ListenerKind::Controller, decode_controller_body)
+}
+
+fn decode_on<B>(
+    frame: Bytes,
+    kind: ListenerKind,
+    decode_body: fn(ApiKey, i16, &mut Bytes) -> anyhow::Result<B>,
+) -> Result<DecodedRequest<B>, DecodeError> {
     if frame.len() < FIXED_HEADER_BYTES {
         return Err(DecodeError::TooShort { len: frame.len() });
     }
@@ -105,7 +140,7 @@ pub fn decode(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
         api_key: raw_key,
         correlation_id,
     })?;
-    if !versions::is_served(api_key, api_version) {
+    if !versions::is_served_on(kind, api_key, api_version) {
         return Err(DecodeError::UnsupportedVersion {
             api_key,
             api_version,
@@ -160,6 +195,38 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
     })
 }
 
+fn decode_controller_body(
+    api_key: ApiKey,
+    version: i16,
+    buf: &mut Bytes,
+) -> anyhow::Result<ControllerRequest> {
+    use ControllerRequest as R;
+    Ok(match api_key {
+        ApiKey::Fetch => R::Fetch(FetchRequest::decode(buf, version)?),
+        ApiKey::ApiVersions => R::ApiVersions(ApiVersionsRequest::decode(buf, version)?),
+        ApiKey::CreateTopics => R::CreateTopics(CreateTopicsRequest::decode(buf, version)?),
+        ApiKey::DeleteTopics => R::DeleteTopics(DeleteTopicsRequest::decode(buf, version)?),
+        ApiKey::CreatePartitions => {
+            R::CreatePartitions(CreatePartitionsRequest::decode(buf, version)?)
+        }
+        ApiKey::ElectLeaders => R::ElectLeaders(ElectLeadersRequest::decode(buf, version)?),
+        ApiKey::IncrementalAlterConfigs => {
+            R::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
+        }
+        ApiKey::AlterPartition => R::AlterPartition(AlterPartitionRequest::decode(buf, version)?),
+        ApiKey::DescribeCluster => {
+            R::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
+        }
+        ApiKey::BrokerRegistration => {
+            R::BrokerRegistration(BrokerRegistrationRequest::decode(buf, version)?)
+        }
+        ApiKey::BrokerHeartbeat => {
+            R::BrokerHeartbeat(BrokerHeartbeatRequest::decode(buf, version)?)
+        }
+        other => anyhow::bail!("{other:?} is not served on the controller listener"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +275,29 @@ mod tests {
         let err = decode(frame.freeze()).unwrap_err();
         assert!(matches!(err, DecodeError::UnsupportedVersion { .. }));
         assert_eq!(err.answerable_correlation_id(), None);
+    }
+
+    // Shows: the controller listener decodes broker-to-controller RPCs the broker listener
+    // refuses, and refuses client APIs it does not serve (KIP-919: per-listener API sets).
+    #[test]
+    fn controller_listener_has_its_own_api_set() {
+        let body = BrokerHeartbeatRequest::default().with_broker_epoch(5);
+        let frame = encode_request(ApiKey::BrokerHeartbeat, 1, &body);
+        let decoded = decode_controller(frame.clone()).unwrap();
+        assert_eq!(decoded.correlation_id(), 42);
+        assert!(matches!(
+            decoded.body,
+            ControllerRequest::BrokerHeartbeat(ref r) if r.broker_epoch == 5
+        ));
+        assert!(matches!(
+            decode(frame),
+            Err(DecodeError::UnsupportedVersion { .. })
+        ));
+        let frame = encode_request(ApiKey::Metadata, 12, &MetadataRequest::default());
+        assert!(matches!(
+            decode_controller(frame),
+            Err(DecodeError::UnsupportedVersion { .. })
+        ));
     }
 
     // Shows: garbage and truncated bodies are errors, never panics.

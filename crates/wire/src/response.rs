@@ -28,8 +28,17 @@ pub fn encode<T: Encodable>(
 /// The `ApiVersions` v0 answer with `UNSUPPORTED_VERSION` and the full key list, sent when a
 /// client asks with a version the broker does not know (KIP-511).
 pub fn unsupported_api_versions(correlation_id: i32) -> anyhow::Result<Bytes> {
-    let body = versions::api_versions_response(Some(
-        kafka_protocol::error::ResponseError::UnsupportedVersion,
-    ));
+    unsupported_api_versions_on(versions::ListenerKind::Broker, correlation_id)
+}
+
+/// [`unsupported_api_versions`] for a listener of `kind` (listing that listener's APIs).
+pub fn unsupported_api_versions_on(
+    kind: versions::ListenerKind,
+    correlation_id: i32,
+) -> anyhow::Result<Bytes> {
+    let body = versions::api_versions_response_on(
+        kind,
+        Some(kafka_protocol::error::ResponseError::UnsupportedVersion),
+    );
     encode(ApiKey::ApiVersions, 0, correlation_id, &body)
 }

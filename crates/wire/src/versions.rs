@@ -1,4 +1,6 @@
-//! The API versions Keel serves, and the `ApiVersions` answers built from them.
+//! The API versions Keel serves, and the `ApiVersions` answers built from them — one table per
+//! listener kind ([`ListenerKind`]): the broker listener ([`BROKER_APIS`]) and the controller
+//! listener ([`CONTROLLER_APIS`]), as Kafka advertises different sets on each.
 //!
 //! Each range is the intersection of what Keel implements and what the `kafka-protocol` crate
 //! can decode; [`tests::ranges_are_within_the_codec`] checks the second half.
@@ -40,19 +42,74 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::DescribeCluster, 0, 1),
 ];
 
-/// The served range of `key`, if Keel serves it at all.
+/// Every API the controller listener answers, in api-key order: what brokers send a KRaft
+/// controller (registration, heartbeats, AlterPartition, the metadata-log Fetch) and the admin
+/// requests brokers forward to it.
+pub const CONTROLLER_APIS: &[ApiRange] = &[
+    range(ApiKey::Fetch, 4, 16),
+    range(ApiKey::ApiVersions, 0, 4),
+    range(ApiKey::CreateTopics, 2, 7),
+    range(ApiKey::DeleteTopics, 1, 6),
+    range(ApiKey::CreatePartitions, 0, 3),
+    range(ApiKey::ElectLeaders, 0, 2),
+    range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::AlterPartition, 2, 3),
+    range(ApiKey::DescribeCluster, 0, 1),
+    range(ApiKey::BrokerRegistration, 0, 4),
+    range(ApiKey::BrokerHeartbeat, 0, 1),
+];
+
+/// Which listener a connection arrived on; each serves its own API set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    /// A broker listener (clients and replicas).
+    Broker,
+    /// The controller listener (`controller.listener.names`).
+    Controller,
+}
+
+impl ListenerKind {
+    /// The served-versions table of this listener.
+    pub fn apis(self) -> &'static [ApiRange] {
+        match self {
+            ListenerKind::Broker => BROKER_APIS,
+            ListenerKind::Controller => CONTROLLER_APIS,
+        }
+    }
+}
+
+/// The served range of `key` on the broker listener, if Keel serves it at all.
 pub fn served_range(key: ApiKey) -> Option<ApiRange> {
-    BROKER_APIS.iter().copied().find(|r| r.key == key)
+    served_range_on(ListenerKind::Broker, key)
 }
 
-/// Whether `version` of `key` is served.
+/// The served range of `key` on a listener of `kind`.
+pub fn served_range_on(kind: ListenerKind, key: ApiKey) -> Option<ApiRange> {
+    kind.apis().iter().copied().find(|r| r.key == key)
+}
+
+/// Whether `version` of `key` is served on the broker listener.
 pub fn is_served(key: ApiKey, version: i16) -> bool {
-    served_range(key).is_some_and(|r| (r.min_version..=r.max_version).contains(&version))
+    is_served_on(ListenerKind::Broker, key, version)
 }
 
-/// The `ApiVersions` answer listing every served API, with `error`.
+/// Whether `version` of `key` is served on a listener of `kind`.
+pub fn is_served_on(kind: ListenerKind, key: ApiKey, version: i16) -> bool {
+    served_range_on(kind, key).is_some_and(|r| (r.min_version..=r.max_version).contains(&version))
+}
+
+/// The broker listener's `ApiVersions` answer listing every served API, with `error`.
 pub fn api_versions_response(error: Option<ResponseError>) -> ApiVersionsResponse {
-    let api_keys = BROKER_APIS
+    api_versions_response_on(ListenerKind::Broker, error)
+}
+
+/// The `ApiVersions` answer of a listener of `kind`, with `error`.
+pub fn api_versions_response_on(
+    kind: ListenerKind,
+    error: Option<ResponseError>,
+) -> ApiVersionsResponse {
+    let api_keys = kind
+        .apis()
         .iter()
         .map(|r| {
             ApiVersion::default()
@@ -73,7 +130,7 @@ mod tests {
     // Shows: every advertised range can actually be decoded and encoded by the codec crate.
     #[test]
     fn ranges_are_within_the_codec() {
-        for r in BROKER_APIS {
+        for r in BROKER_APIS.iter().chain(CONTROLLER_APIS) {
             let codec = r.key.valid_versions();
             assert!(r.min_version <= r.max_version, "{:?}", r.key);
             assert!(r.min_version >= codec.min, "{:?} min below codec", r.key);
@@ -84,8 +141,39 @@ mod tests {
     // Shows: the table is sorted by key with no duplicates (clients expect a stable answer).
     #[test]
     fn table_is_sorted_and_unique() {
-        for pair in BROKER_APIS.windows(2) {
-            assert!((pair[0].key as i16) < (pair[1].key as i16));
+        for table in [BROKER_APIS, CONTROLLER_APIS] {
+            for pair in table.windows(2) {
+                assert!((pair[0].key as i16) < (pair[1].key as i16));
+            }
+        }
+    }
+
+    // Shows: each listener advertises its own set (KIP-919: controllers answer ApiVersions with
+    // the controller APIs): brokers do not take BrokerRegistration, controllers do not take
+    // Produce, and both answer ApiVersions.
+    #[test]
+    fn listeners_serve_their_own_apis() {
+        assert!(!is_served(ApiKey::BrokerRegistration, 0));
+        assert!(is_served_on(
+            ListenerKind::Controller,
+            ApiKey::BrokerRegistration,
+            4
+        ));
+        assert!(is_served_on(
+            ListenerKind::Controller,
+            ApiKey::AlterPartition,
+            3
+        ));
+        assert!(!is_served_on(
+            ListenerKind::Controller,
+            ApiKey::AlterPartition,
+            1
+        ));
+        assert!(!is_served_on(ListenerKind::Controller, ApiKey::Produce, 9));
+        for kind in [ListenerKind::Broker, ListenerKind::Controller] {
+            let answer = api_versions_response_on(kind, None);
+            assert_eq!(answer.api_keys.len(), kind.apis().len());
+            assert!(is_served_on(kind, ApiKey::ApiVersions, 3));
         }
     }
 }

@@ -20,7 +20,7 @@ pub use elections::{ElectionOutcome, ElectionResult, ElectionType};
 pub use membership::{
     HeartbeatRequest, HeartbeatResponse, RegisterBrokerRequest, RegisterBrokerResponse,
 };
-pub use partitions::CreateTopicRequest;
+pub use partitions::{ConfigChange, CreatePartitionsRequest, CreateTopicRequest};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;
 use crate::errors::ReplayError;
@@ -170,6 +170,16 @@ impl Controller {
             }
             Record::UnregisterBroker(r) => {
                 self.sessions.remove(&r.broker);
+            }
+            Record::RemoveTopic(r) => {
+                let gone: Vec<TopicPartition> = self
+                    .recovery
+                    .partitions()
+                    .filter(|tp| tp.topic == r.id)
+                    .collect();
+                for tp in gone {
+                    self.recovery.cancel(tp);
+                }
             }
             Record::PartitionChange(r)
                 if self

@@ -20,15 +20,36 @@ use crate::config::{
     UNCLEAN_RECOVERY_STRATEGY,
 };
 use crate::errors::{ApiError, ErrorCode};
+use crate::image::ClusterImage;
 use crate::partition::PartitionState;
 use crate::partition_change::{Election, ProposedChange};
 use crate::records::{
     ClearElrRecord, ConfigRecord, ConfigResource, FeatureLevelRecord, PartitionRecord, Record,
-    TopicRecord,
+    RemoveTopicRecord, TopicRecord,
 };
 use crate::types::{BrokerId, TopicId, TopicPartition};
 
 use super::{Batch, Controller, Output};
+
+/// One change of an IncrementalAlterConfigs resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigChange {
+    /// The config name.
+    pub name: String,
+    /// The new value; `None` deletes it.
+    pub value: Option<String>,
+}
+
+/// A CreatePartitions request for one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatePartitionsRequest {
+    /// The topic.
+    pub topic: TopicId,
+    /// The new total number of partitions.
+    pub count: u32,
+    /// The replicas of each new partition, or `None` for the controller's assignment.
+    pub assignment: Option<Vec<Vec<BrokerId>>>,
+}
 
 /// A CreateTopics request for one topic, with an explicit assignment.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +71,17 @@ impl Controller {
         partitions: u32,
         replication_factor: usize,
     ) -> Result<Vec<Vec<BrokerId>>, ApiError> {
+        self.assign_replicas_from(0, partitions, replication_factor)
+    }
+
+    /// The round-robin assignment of partitions `first..first + partitions` (so new partitions
+    /// of a grown topic continue the rotation of the existing ones).
+    pub fn assign_replicas_from(
+        &self,
+        first: u32,
+        partitions: u32,
+        replication_factor: usize,
+    ) -> Result<Vec<Vec<BrokerId>>, ApiError> {
         let live: Vec<BrokerId> = self.image.live_brokers().into_iter().collect();
         if replication_factor == 0 || replication_factor > live.len() {
             return Err(ApiError::new(
@@ -60,7 +92,7 @@ impl Controller {
                 ),
             ));
         }
-        Ok((0..partitions as usize)
+        Ok((first as usize..first as usize + partitions as usize)
             .map(|p| {
                 (0..replication_factor)
                     .map(|r| live[(p + r) % live.len()])
@@ -77,18 +109,23 @@ impl Controller {
     ) -> Output<Result<(), ApiError>> {
         self.advance(now_ms);
         let mut batch = Batch::new(&self.image);
-        let result = self.create_topic_into(&mut batch, req, now_ms);
+        let result = self.create_topic_into(&mut batch, req);
         if result.is_err() {
             batch = Batch::new(&self.image);
         }
         batch.finish(result)
     }
 
+    /// Checks a topic creation as [`Controller::create_topic`] would, without generating
+    /// anything (CreateTopics with `validate_only`).
+    pub fn validate_create_topic(&self, req: &CreateTopicRequest) -> Result<(), ApiError> {
+        self.create_topic_into(&mut Batch::new(&self.image), req)
+    }
+
     fn create_topic_into(
-        &mut self,
+        &self,
         batch: &mut Batch,
         req: &CreateTopicRequest,
-        now_ms: u64,
     ) -> Result<(), ApiError> {
         if self.image.topic_id(&req.name).is_some() || self.image.topic(req.id).is_some() {
             return Err(ApiError::new(
@@ -102,39 +139,12 @@ impl Controller {
         for (name, value) in &req.configs {
             config::validate(name, Some(value))?;
         }
-        let live = self.image.live_brokers();
-        let mut partitions = Vec::new();
-        for (index, replicas) in req.assignment.iter().enumerate() {
-            let distinct: BTreeSet<BrokerId> = replicas.iter().copied().collect();
-            let known = replicas.iter().all(|r| self.image.broker(*r).is_some());
-            if replicas.is_empty() || distinct.len() != replicas.len() || !known {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidReplicaAssignment,
-                    format!("partition {index}: bad replicas {replicas:?}"),
-                ));
-            }
-            let isr: BTreeSet<BrokerId> = distinct.intersection(&live).copied().collect();
-            let Some(leader) = replicas.iter().copied().find(|r| isr.contains(r)) else {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidReplicationFactor,
-                    format!("partition {index}: no live replica among {replicas:?}"),
-                ));
-            };
-            let directories = replicas
-                .iter()
-                .map(|r| {
-                    self.image
-                        .broker(*r)
-                        .and_then(|b| b.log_dirs.first().copied())
-                })
-                .collect();
-            partitions.push(PartitionState::new(
-                replicas.clone(),
-                directories,
-                isr,
-                Some(leader),
-            ));
-        }
+        let partitions = req
+            .assignment
+            .iter()
+            .enumerate()
+            .map(|(index, replicas)| new_partition(&self.image, index, replicas))
+            .collect::<Result<Vec<_>, _>>()?;
         batch.push(Record::Topic(TopicRecord {
             name: req.name.clone(),
             id: req.id,
@@ -152,7 +162,117 @@ impl Controller {
                 state,
             }));
         }
-        let _ = now_ms;
+        Ok(())
+    }
+
+    /// Deletes a topic: one `RemoveTopic` record (Kafka's `ReplicationControlManager.deleteTopic`).
+    /// Answers the deleted topic's name.
+    pub fn delete_topic(&mut self, id: TopicId, now_ms: u64) -> Output<Result<String, ApiError>> {
+        self.advance(now_ms);
+        let mut batch = Batch::new(&self.image);
+        let Some(topic) = self.image.topic(id) else {
+            return batch.finish(Err(ApiError::new(
+                ErrorCode::UnknownTopicId,
+                format!("unknown topic id {id}"),
+            )));
+        };
+        let name = topic.name.clone();
+        batch.push(Record::RemoveTopic(RemoveTopicRecord { id }));
+        batch.finish(Ok(name))
+    }
+
+    /// Grows a topic to `req.count` partitions (CreatePartitions), with the given assignment of
+    /// the new partitions or a round-robin one over the live brokers at the topic's replication
+    /// factor. Checks in Kafka's order (`ReplicationControlManager.createPartitions`).
+    pub fn create_partitions(
+        &mut self,
+        req: &CreatePartitionsRequest,
+        now_ms: u64,
+    ) -> Output<Result<(), ApiError>> {
+        self.advance(now_ms);
+        let mut batch = Batch::new(&self.image);
+        let result = self.create_partitions_into(&mut batch, req);
+        if result.is_err() {
+            batch = Batch::new(&self.image);
+        }
+        batch.finish(result)
+    }
+
+    /// Checks a partition increase as [`Controller::create_partitions`] would, without
+    /// generating anything (CreatePartitions with `validate_only`).
+    pub fn validate_create_partitions(
+        &self,
+        req: &CreatePartitionsRequest,
+    ) -> Result<(), ApiError> {
+        self.create_partitions_into(&mut Batch::new(&self.image), req)
+    }
+
+    fn create_partitions_into(
+        &self,
+        batch: &mut Batch,
+        req: &CreatePartitionsRequest,
+    ) -> Result<(), ApiError> {
+        let topic = self.image.topic(req.topic).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("unknown topic id {}", req.topic),
+            )
+        })?;
+        let current = u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX);
+        if req.count < current {
+            return Err(ApiError::new(
+                ErrorCode::InvalidPartitions,
+                format!(
+                    "The topic {} currently has {current} partition(s); {} would not be an increase.",
+                    topic.name, req.count
+                ),
+            ));
+        }
+        if req.count == current {
+            return Err(ApiError::new(
+                ErrorCode::InvalidPartitions,
+                format!("Topic already has {current} partition(s)."),
+            ));
+        }
+        let added = req.count - current;
+        let rf = topic.replication_factor();
+        let assignment = match &req.assignment {
+            Some(assignment) => {
+                if assignment.len() != added as usize {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!(
+                            "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                            assignment.len()
+                        ),
+                    ));
+                }
+                if let Some(bad) = assignment.iter().find(|replicas| replicas.len() != rf) {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!(
+                            "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+                            bad.len()
+                        ),
+                    ));
+                }
+                assignment.clone()
+            }
+            None => self.assign_replicas_from(current, added, rf)?,
+        };
+        let partitions = assignment
+            .iter()
+            .enumerate()
+            .map(|(offset, replicas)| {
+                new_partition(&self.image, current as usize + offset, replicas)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (offset, state) in partitions.into_iter().enumerate() {
+            batch.push(Record::Partition(PartitionRecord {
+                partition: TopicPartition::new(req.topic, current + offset as u32),
+                state,
+            }));
+        }
         Ok(())
     }
 
@@ -209,37 +329,97 @@ impl Controller {
         value: Option<&str>,
         now_ms: u64,
     ) -> Output<Result<(), ApiError>> {
-        self.advance(now_ms);
-        let mut batch = Batch::new(&self.image);
-        if let Err(error) = config::validate(name, value) {
-            return batch.finish(Err(error));
-        }
-        let topic = match resource {
-            ConfigResource::Cluster => None,
-            ConfigResource::Topic(topic_name) => match self.image.topic_id(topic_name) {
-                Some(id) => Some(id),
-                None => {
-                    return batch.finish(Err(ApiError::new(
-                        ErrorCode::UnknownTopicOrPartition,
-                        format!("unknown topic {topic_name:?}"),
-                    )))
-                }
-            },
-        };
-        batch.push(Record::Config(ConfigRecord {
-            resource: resource.clone(),
+        let change = ConfigChange {
             name: name.to_string(),
             value: value.map(str::to_string),
-        }));
-        match name {
-            MIN_INSYNC_REPLICAS if batch.scratch.elr_enabled() => {
-                batch.push(Record::ClearElr(ClearElrRecord { topic }));
+        };
+        self.alter_configs(resource, std::slice::from_ref(&change), now_ms)
+    }
+
+    /// Checks config changes as [`Controller::alter_configs`] would, without generating anything
+    /// (IncrementalAlterConfigs with `validate_only`): every value (`INVALID_CONFIG`), then the
+    /// topic (`UNKNOWN_TOPIC_OR_PARTITION`). [`ELR_FEATURE`] is cluster-level only.
+    pub fn validate_configs(
+        &self,
+        resource: &ConfigResource,
+        changes: &[ConfigChange],
+    ) -> Result<Option<TopicId>, ApiError> {
+        for change in changes {
+            if change.name == ELR_FEATURE {
+                let valid = match resource {
+                    ConfigResource::Topic(_) => false,
+                    ConfigResource::Cluster => change
+                        .value
+                        .as_deref()
+                        .is_none_or(|v| config::parse_bool(v).is_some()),
+                };
+                if !valid {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidConfig,
+                        format!(
+                            "{ELR_FEATURE} is a cluster-level true/false setting, not {:?} for {resource:?}",
+                            change.value
+                        ),
+                    ));
+                }
+            } else {
+                config::validate(&change.name, change.value.as_deref())?;
             }
-            UNCLEAN_RECOVERY_STRATEGY | UNCLEAN_LEADER_ELECTION_ENABLE => {
-                self.reelect_leaderless(&mut batch, now_ms);
-                self.reconcile_recovery(&mut batch, now_ms);
+        }
+        match resource {
+            ConfigResource::Cluster => Ok(None),
+            ConfigResource::Topic(topic_name) => match self.image.topic_id(topic_name) {
+                Some(id) => Ok(Some(id)),
+                None => Err(ApiError::new(
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("unknown topic {topic_name:?}"),
+                )),
+            },
+        }
+    }
+
+    /// Applies several config changes of one resource atomically (one batch of records).
+    /// `eligible.leader.replicas.enable` on the cluster becomes a feature-level record (deleting
+    /// it restores the default, on); a `min.insync.replicas` change emits a [`ClearElrRecord`];
+    /// strategy changes re-run elections and recovery starts of leaderless partitions.
+    pub fn alter_configs(
+        &mut self,
+        resource: &ConfigResource,
+        changes: &[ConfigChange],
+        now_ms: u64,
+    ) -> Output<Result<(), ApiError>> {
+        self.advance(now_ms);
+        let mut batch = Batch::new(&self.image);
+        let topic = match self.validate_configs(resource, changes) {
+            Ok(topic) => topic,
+            Err(error) => return batch.finish(Err(error)),
+        };
+        for change in changes {
+            if change.name == ELR_FEATURE {
+                let enabled = change
+                    .value
+                    .as_deref()
+                    .and_then(config::parse_bool)
+                    .unwrap_or(true);
+                batch.push(Record::FeatureLevel(FeatureLevelRecord {
+                    name: ELR_FEATURE.to_string(),
+                    level: u16::from(enabled),
+                }));
+                continue;
             }
-            _ => {}
+            batch.push(Record::Config(ConfigRecord {
+                resource: resource.clone(),
+                name: change.name.clone(),
+                value: change.value.clone(),
+            }));
+        }
+        let changed = |name: &str| changes.iter().any(|c| c.name == name);
+        if changed(MIN_INSYNC_REPLICAS) && batch.scratch.elr_enabled() {
+            batch.push(Record::ClearElr(ClearElrRecord { topic }));
+        }
+        if changed(UNCLEAN_RECOVERY_STRATEGY) || changed(UNCLEAN_LEADER_ELECTION_ENABLE) {
+            self.reelect_leaderless(&mut batch, now_ms);
+            self.reconcile_recovery(&mut batch, now_ms);
         }
         batch.finish(Ok(()))
     }
@@ -255,4 +435,39 @@ impl Controller {
         }));
         batch.finish(())
     }
+}
+
+/// A new partition of `replicas`: ISR = its live replicas, leader = the first live one (Kafka's
+/// `ReplicationControlManager.createTopic`); each replica on its broker's first log directory.
+fn new_partition(
+    image: &ClusterImage,
+    index: usize,
+    replicas: &[BrokerId],
+) -> Result<PartitionState, ApiError> {
+    let distinct: BTreeSet<BrokerId> = replicas.iter().copied().collect();
+    let known = replicas.iter().all(|r| image.broker(*r).is_some());
+    if replicas.is_empty() || distinct.len() != replicas.len() || !known {
+        return Err(ApiError::new(
+            ErrorCode::InvalidReplicaAssignment,
+            format!("partition {index}: bad replicas {replicas:?}"),
+        ));
+    }
+    let live = image.live_brokers();
+    let isr: BTreeSet<BrokerId> = distinct.intersection(&live).copied().collect();
+    let Some(leader) = replicas.iter().copied().find(|r| isr.contains(r)) else {
+        return Err(ApiError::new(
+            ErrorCode::InvalidReplicationFactor,
+            format!("partition {index}: no live replica among {replicas:?}"),
+        ));
+    };
+    let directories = replicas
+        .iter()
+        .map(|r| image.broker(*r).and_then(|b| b.log_dirs.first().copied()))
+        .collect();
+    Ok(PartitionState::new(
+        replicas.to_vec(),
+        directories,
+        isr,
+        Some(leader),
+    ))
 }

@@ -1,0 +1,302 @@
+//! The controller process's configuration, with Kafka's property names and defaults.
+//!
+//! [`ControllerServerConfig::from_properties`] reads the same `.properties` map the broker reads
+//! (a combined `process.roles=broker,controller` file works for both); keys it does not know are
+//! ignored here. Every error names the key.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use keel_wire::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
+
+use crate::config::{ConfigError, Listener};
+
+/// `node.id`.
+pub const NODE_ID: &str = "node.id";
+/// `process.roles`: `broker`, `controller`, or both.
+pub const PROCESS_ROLES: &str = "process.roles";
+/// `listeners`: `NAME://HOST:PORT,...`.
+pub const LISTENERS: &str = "listeners";
+/// `controller.listener.names`: the listener(s) the controller serves on; the first is used.
+pub const CONTROLLER_LISTENER_NAMES: &str = "controller.listener.names";
+/// The listener name when `controller.listener.names` is not set.
+pub const DEFAULT_CONTROLLER_LISTENER_NAME: &str = "CONTROLLER";
+/// `metadata.log.dir`: where `__cluster_metadata-0` lives (default: the first of `log.dirs`).
+pub const METADATA_LOG_DIR: &str = "metadata.log.dir";
+/// `log.dirs`.
+pub const LOG_DIRS: &str = "log.dirs";
+/// `log.dir` (Kafka's fallback when `log.dirs` is not set).
+pub const LOG_DIR: &str = "log.dir";
+/// `broker.session.timeout.ms`: a broker silent this long is fenced.
+pub const BROKER_SESSION_TIMEOUT_MS: &str = "broker.session.timeout.ms";
+/// Kafka's default for `broker.session.timeout.ms`.
+pub const DEFAULT_BROKER_SESSION_TIMEOUT_MS: u64 = 9_000;
+/// `broker.heartbeat.interval.ms` (what brokers are expected to use; informative here).
+pub const BROKER_HEARTBEAT_INTERVAL_MS: &str = "broker.heartbeat.interval.ms";
+/// Kafka's default for `broker.heartbeat.interval.ms`.
+pub const DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+/// `num.partitions`: partitions of a topic created with `num_partitions = -1`.
+pub const NUM_PARTITIONS: &str = "num.partitions";
+/// `default.replication.factor`: replication factor of a topic created with -1.
+pub const DEFAULT_REPLICATION_FACTOR: &str = "default.replication.factor";
+/// `min.insync.replicas`: when set, stamped on new topics that do not set it themselves.
+pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+/// `socket.request.max.bytes`.
+pub const SOCKET_REQUEST_MAX_BYTES: &str = "socket.request.max.bytes";
+
+/// The controller role's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerServerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// Whether `process.roles` also names `broker` (combined mode).
+    pub also_broker: bool,
+    /// The controller listener (bind address and the endpoint advertised in DescribeCluster).
+    pub listener: Listener,
+    /// The directory holding `meta.properties` and `__cluster_metadata-0`.
+    pub metadata_log_dir: PathBuf,
+    /// `broker.session.timeout.ms`.
+    pub broker_session_timeout_ms: u64,
+    /// `broker.heartbeat.interval.ms`.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `num.partitions`.
+    pub num_partitions: u32,
+    /// `default.replication.factor`.
+    pub default_replication_factor: u16,
+    /// `min.insync.replicas`, if set.
+    pub min_insync_replicas: Option<usize>,
+    /// `socket.request.max.bytes`.
+    pub socket_request_max_bytes: usize,
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::InvalidValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn parse<T: std::str::FromStr>(
+    props: &BTreeMap<String, String>,
+    key: &str,
+    default: T,
+    valid: impl Fn(&T) -> bool,
+) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match props.get(key) {
+        None => Ok(default),
+        Some(text) => {
+            let value = text
+                .trim()
+                .parse::<T>()
+                .map_err(|e| invalid(key, text, e.to_string()))?;
+            if valid(&value) {
+                Ok(value)
+            } else {
+                Err(invalid(key, text, "out of range"))
+            }
+        }
+    }
+}
+
+fn split_list(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+impl ControllerServerConfig {
+    /// Reads the controller's settings from a properties map.
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let node_id_text = props.get(NODE_ID).ok_or(ConfigError::Missing(NODE_ID))?;
+        let node_id = node_id_text
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|id| *id >= 0)
+            .ok_or_else(|| invalid(NODE_ID, node_id_text, "must be a non-negative integer"))?;
+
+        let roles_text = props
+            .get(PROCESS_ROLES)
+            .ok_or(ConfigError::Missing(PROCESS_ROLES))?;
+        let mut controller = false;
+        let mut also_broker = false;
+        for role in split_list(roles_text) {
+            match role {
+                "controller" => controller = true,
+                "broker" => also_broker = true,
+                other => {
+                    return Err(invalid(
+                        PROCESS_ROLES,
+                        roles_text,
+                        format!("unknown role {other:?} (expected broker and/or controller)"),
+                    ))
+                }
+            }
+        }
+        if !controller {
+            return Err(invalid(
+                PROCESS_ROLES,
+                roles_text,
+                "must contain controller to run the controller role",
+            ));
+        }
+
+        let listener_name = match props.get(CONTROLLER_LISTENER_NAMES) {
+            Some(names) => split_list(names)
+                .next()
+                .map(str::to_string)
+                .ok_or_else(|| invalid(CONTROLLER_LISTENER_NAMES, names, "names no listener"))?,
+            None => DEFAULT_CONTROLLER_LISTENER_NAME.to_string(),
+        };
+        let listeners_text = props
+            .get(LISTENERS)
+            .ok_or(ConfigError::Missing(LISTENERS))?;
+        let mut listener = None;
+        for entry in split_list(listeners_text) {
+            let parsed = Listener::parse(entry).map_err(|e| invalid(LISTENERS, entry, e))?;
+            if parsed.name == listener_name {
+                listener = Some(parsed);
+            }
+        }
+        let listener = listener.ok_or_else(|| {
+            invalid(
+                LISTENERS,
+                listeners_text,
+                format!("no listener named {listener_name:?} (from {CONTROLLER_LISTENER_NAMES})"),
+            )
+        })?;
+
+        let metadata_log_dir = match props.get(METADATA_LOG_DIR) {
+            Some(dir) if !dir.trim().is_empty() => PathBuf::from(dir.trim()),
+            Some(dir) => return Err(invalid(METADATA_LOG_DIR, dir, "must not be empty")),
+            None => props
+                .get(LOG_DIRS)
+                .or_else(|| props.get(LOG_DIR))
+                .and_then(|dirs| split_list(dirs).next().map(PathBuf::from))
+                .ok_or(ConfigError::Missing(METADATA_LOG_DIR))?,
+        };
+
+        Ok(ControllerServerConfig {
+            node_id,
+            also_broker,
+            listener,
+            metadata_log_dir,
+            broker_session_timeout_ms: parse(
+                props,
+                BROKER_SESSION_TIMEOUT_MS,
+                DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+                |v| *v > 0,
+            )?,
+            broker_heartbeat_interval_ms: parse(
+                props,
+                BROKER_HEARTBEAT_INTERVAL_MS,
+                DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS,
+                |v| *v > 0,
+            )?,
+            num_partitions: parse(props, NUM_PARTITIONS, 1, |v| *v > 0)?,
+            default_replication_factor: parse(props, DEFAULT_REPLICATION_FACTOR, 1, |v| *v > 0)?,
+            min_insync_replicas: match props.get(MIN_INSYNC_REPLICAS) {
+                None => None,
+                Some(_) => Some(parse(props, MIN_INSYNC_REPLICAS, 1, |v| *v > 0)?),
+            },
+            socket_request_max_bytes: parse(
+                props,
+                SOCKET_REQUEST_MAX_BYTES,
+                SOCKET_REQUEST_MAX_BYTES_DEFAULT,
+                |v| *v > 0,
+            )?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    // Shows: Kafka's KRaft keys and defaults — the listener named by controller.listener.names
+    // (default CONTROLLER), metadata.log.dir falling back to the first of log.dirs, and the
+    // session timeout default of 9000 ms.
+    #[test]
+    fn reads_kraft_keys_with_defaults() {
+        let config = ControllerServerConfig::from_properties(&props(&[
+            ("node.id", "3000"),
+            ("process.roles", "controller"),
+            (
+                "listeners",
+                "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            ),
+            ("log.dirs", "/a, /b"),
+        ]))
+        .unwrap();
+        assert_eq!(config.node_id, 3000);
+        assert!(!config.also_broker);
+        assert_eq!(config.listener.name, "CONTROLLER");
+        assert_eq!(config.listener.port, 9093);
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/a"));
+        assert_eq!(config.broker_session_timeout_ms, 9_000);
+        assert_eq!(config.broker_heartbeat_interval_ms, 2_000);
+        assert_eq!(config.num_partitions, 1);
+        assert_eq!(config.default_replication_factor, 1);
+        assert_eq!(config.min_insync_replicas, None);
+
+        let config = ControllerServerConfig::from_properties(&props(&[
+            ("node.id", "1"),
+            ("process.roles", "broker,controller"),
+            ("listeners", "PLAINTEXT://:9092,CTL://localhost:19093"),
+            ("controller.listener.names", "CTL"),
+            ("metadata.log.dir", "/meta"),
+            ("log.dirs", "/data"),
+            ("broker.session.timeout.ms", "1500"),
+            ("default.replication.factor", "3"),
+            ("min.insync.replicas", "2"),
+        ]))
+        .unwrap();
+        assert!(config.also_broker);
+        assert_eq!(config.listener.host, "localhost");
+        assert_eq!(config.metadata_log_dir, PathBuf::from("/meta"));
+        assert_eq!(config.broker_session_timeout_ms, 1_500);
+        assert_eq!(config.default_replication_factor, 3);
+        assert_eq!(config.min_insync_replicas, Some(2));
+    }
+
+    // Shows: every bad or missing setting is an error naming its key.
+    #[test]
+    fn errors_name_the_key() {
+        let base = [
+            ("node.id", "1"),
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://127.0.0.1:9093"),
+            ("log.dirs", "/a"),
+        ];
+        let with = |key: &str, value: Option<&str>| {
+            let mut p = props(&base);
+            match value {
+                Some(v) => p.insert(key.to_string(), v.to_string()),
+                None => p.remove(key),
+            };
+            ControllerServerConfig::from_properties(&p)
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(with("node.id", None).contains("node.id"));
+        assert!(with("node.id", Some("-4")).contains("node.id"));
+        assert!(with("process.roles", Some("broker")).contains("process.roles"));
+        assert!(with("process.roles", Some("controller,voter")).contains("process.roles"));
+        assert!(with("listeners", Some("PLAINTEXT://h:1")).contains("listeners"));
+        assert!(
+            with("controller.listener.names", Some("OTHER")).contains("controller.listener.names")
+        );
+        assert!(with("log.dirs", None).contains("metadata.log.dir"));
+        assert!(with("broker.session.timeout.ms", Some("0")).contains("broker.session.timeout.ms"));
+        assert!(with("num.partitions", Some("x")).contains("num.partitions"));
+    }
+}
