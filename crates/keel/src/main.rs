@@ -95,18 +95,34 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Format { config, cluster_id } => {
-            let config = load_config(&config.config, &config.overrides)?;
+            let props = load_props(&config.config, &config.overrides)?;
             let cluster_id = cluster_id.unwrap_or_else(random_cluster_id);
-            format_dirs(&config, &cluster_id)?;
+            let (node_id, dirs) = match Role::of(&props)? {
+                Role::StandaloneBroker => {
+                    let config = BrokerConfig::from_properties(&props)?;
+                    (config.node_id, config.log_dirs)
+                }
+                Role::Controller => {
+                    let config =
+                        keel_node::controller_server::ControllerServerConfig::from_properties(
+                            &props,
+                        )?;
+                    (config.node_id, vec![config.metadata_log_dir])
+                }
+            };
+            format_dirs(node_id, &dirs, &cluster_id)?;
             println!(
                 "Formatted {} log dir(s) for cluster {cluster_id}",
-                config.log_dirs.len()
+                dirs.len()
             );
             Ok(())
         }
         Command::Server { config } => {
-            let config = load_config(&config.config, &config.overrides)?;
-            run(config)
+            let props = load_props(&config.config, &config.overrides)?;
+            match Role::of(&props)? {
+                Role::StandaloneBroker => run(BrokerConfig::from_properties(&props)?),
+                Role::Controller => run_controller(&props),
+            }
         }
         Command::Dev {
             data_dir,
@@ -149,13 +165,79 @@ fn random_cluster_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Uuid::new_v4().as_bytes())
 }
 
-fn load_config(path: &Path, overrides: &[String]) -> anyhow::Result<BrokerConfig> {
+fn load_props(path: &Path, overrides: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
     let mut props = config::parse_properties(&text)
         .with_context(|| format!("in config file {}", path.display()))?;
     apply_overrides(&mut props, overrides)?;
-    Ok(BrokerConfig::from_properties(&props)?)
+    Ok(props)
+}
+
+/// What `keel server` runs, from `process.roles` (KRaft's names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// No `process.roles`, or `broker` without `controller.quorum.voters`: one broker that is
+    /// its own cluster.
+    StandaloneBroker,
+    /// `process.roles=controller`: the controller listener over the metadata log.
+    Controller,
+}
+
+impl Role {
+    fn of(props: &BTreeMap<String, String>) -> anyhow::Result<Role> {
+        let roles: Vec<&str> = props
+            .get("process.roles")
+            .map(|r| {
+                r.split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let controller = roles.contains(&"controller");
+        let broker = roles.contains(&"broker");
+        if let Some(unknown) = roles
+            .iter()
+            .find(|r| **r != "controller" && **r != "broker")
+        {
+            anyhow::bail!(
+                "process.roles: unknown role {unknown:?} (expected broker and/or controller)"
+            );
+        }
+        match (broker, controller) {
+            (false, true) => Ok(Role::Controller),
+            (true, true) => anyhow::bail!(
+                "process.roles=broker,controller (combined mode) is not implemented yet; run the controller and the broker as separate processes"
+            ),
+            (_, false) if props.contains_key("controller.quorum.voters") => anyhow::bail!(
+                "a broker in a cluster (controller.quorum.voters) is not implemented yet; without it the broker runs as a cluster of one"
+            ),
+            _ => Ok(Role::StandaloneBroker),
+        }
+    }
+}
+
+/// Runs the controller role until SIGINT/SIGTERM.
+fn run_controller(props: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    let config = keel_node::controller_server::ControllerServerConfig::from_properties(props)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("keel-controller")
+        .build()?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        spawn_signal_handler(shutdown.clone())?;
+        keel_node::controller_server::run(
+            config,
+            Arc::new(OsStorage::new()),
+            Arc::new(SystemClock),
+            shutdown,
+            |addr| eprintln!("keel: controller ready at {addr}"),
+        )
+        .await?;
+        Ok(())
+    })
 }
 
 fn apply_overrides(
@@ -170,17 +252,11 @@ fn apply_overrides(
     Ok(())
 }
 
-fn format_dirs(config: &BrokerConfig, cluster_id: &str) -> anyhow::Result<()> {
+fn format_dirs(node_id: i32, dirs: &[PathBuf], cluster_id: &str) -> anyhow::Result<()> {
     let storage: Arc<dyn Storage> = Arc::new(OsStorage::new());
-    for dir in &config.log_dirs {
-        LogDir::format(
-            storage.clone(),
-            dir,
-            cluster_id,
-            config.node_id,
-            Uuid::new_v4(),
-        )
-        .with_context(|| format!("cannot format {}", dir.display()))?;
+    for dir in dirs {
+        LogDir::format(storage.clone(), dir, cluster_id, node_id, Uuid::new_v4())
+            .with_context(|| format!("cannot format {}", dir.display()))?;
     }
     Ok(())
 }
@@ -243,7 +319,7 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
     let config = BrokerConfig::from_properties(&props)?;
     if !log_dir.join("meta.properties").exists() {
         let cluster_id = random_cluster_id();
-        format_dirs(&config, &cluster_id)?;
+        format_dirs(config.node_id, &config.log_dirs, &cluster_id)?;
         eprintln!(
             "keel: formatted {} for cluster {cluster_id}",
             log_dir.display()
