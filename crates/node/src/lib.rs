@@ -17,6 +17,7 @@ pub mod client;
 pub mod clock;
 pub mod cluster;
 pub mod config;
+pub mod connection;
 pub mod controller_server;
 pub mod error;
 pub mod handlers;

@@ -21,16 +21,7 @@ use keel_wire::request::{DecodedRequest, Request};
 use keel_wire::response;
 
 use crate::broker::Broker;
-
-/// What the connection does after a request.
-#[derive(Debug)]
-pub enum Reply {
-    Send(Bytes),
-    /// No response (Produce with `acks=0`).
-    Nothing,
-    /// Close the connection (a failed `acks=0` Produce), with the reason for the log.
-    Close(String),
-}
+pub use crate::connection::Reply;
 
 /// Handles one request.
 pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::Result<Reply> {

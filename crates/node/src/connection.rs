@@ -1,0 +1,146 @@
+//! The connection loop shared by the broker and controller listeners: accept connections,
+//! split each byte stream into frames, hand each frame to the listener's [`RequestHandler`],
+//! write answers in request order (Kafka answers a connection's requests in order).
+//!
+//! A malformed or oversized frame closes *that* connection with a log line; nothing a client
+//! sends stops the process. On shutdown, buffered requests are not started and every
+//! connection is aborted at its next await (a request's synchronous part — an append — is never
+//! cut in half). Generic over the stream type so the simulator can drive it with its own sockets.
+
+use std::future::Future;
+
+use bytes::{Bytes, BytesMut};
+use keel_wire::frame::{self, FrameError};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// Initial read buffer per connection.
+const READ_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Back-off after a failed accept (usually EMFILE).
+const ACCEPT_RETRY_MS: u64 = 100;
+
+/// What the connection does after a request.
+#[derive(Debug)]
+pub enum Reply {
+    /// Write these bytes (a size-prefixed response).
+    Send(Bytes),
+    /// No response (Produce with `acks=0`).
+    Nothing,
+    /// Close the connection as Kafka does for this request (a failed `acks=0` Produce), with the
+    /// reason for the log.
+    Close(String),
+    /// Close the connection: the request was malformed or could not be answered.
+    Reject(String),
+}
+
+/// One listener's way of answering a frame (decode with its API set, dispatch, encode).
+pub trait RequestHandler: Clone + Send + Sync + 'static {
+    /// Answers one frame (without its size prefix).
+    fn handle(&self, frame: Bytes) -> impl Future<Output = Reply> + Send;
+}
+
+/// Accepts connections until `shutdown` is cancelled, then stops them all; when this returns no
+/// request runs any more.
+pub async fn serve<H: RequestHandler>(
+    listener: TcpListener,
+    handler: H,
+    max_request_bytes: usize,
+    shutdown: CancellationToken,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let (handler, shutdown) = (handler.clone(), shutdown.clone());
+                    connections.spawn(async move {
+                        handle_connection(stream, peer.to_string(), handler, max_request_bytes, shutdown)
+                            .await;
+                    });
+                    // Reap finished connections so the set does not grow without bound.
+                    while connections.try_join_next().is_some() {}
+                }
+                Err(e) => {
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                }
+            },
+        }
+    }
+    connections.abort_all();
+    while connections.join_next().await.is_some() {}
+    info!("listener and connections stopped");
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+enum Closed {
+    /// The client closed it.
+    Eof,
+    Shutdown,
+    Io(std::io::Error),
+    Frame(FrameError),
+    Requested(String),
+    Rejected(String),
+}
+
+/// Serves one connection until the peer closes it, it misbehaves, or the process stops.
+pub async fn handle_connection<S, H>(
+    stream: S,
+    peer: String,
+    handler: H,
+    max_request_bytes: usize,
+    shutdown: CancellationToken,
+) where
+    S: AsyncRead + AsyncWrite + Unpin,
+    H: RequestHandler,
+{
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let closed = loop {
+        let frame = match frame::take_frame(&mut buffer, max_request_bytes) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                buffer.reserve(frame::missing_bytes(&buffer).max(4096));
+                let read = tokio::select! {
+                    () = shutdown.cancelled() => break Closed::Shutdown,
+                    read = reader.read_buf(&mut buffer) => read,
+                };
+                match read {
+                    Ok(0) => break Closed::Eof,
+                    Ok(_) => continue,
+                    Err(e) => break Closed::Io(e),
+                }
+            }
+            Err(e) => break Closed::Frame(e),
+        };
+        // A request already buffered when shutdown began is not started: its client will
+        // retry elsewhere or later, and nothing may append after the logs are closed.
+        if shutdown.is_cancelled() {
+            break Closed::Shutdown;
+        }
+        match handler.handle(frame).await {
+            Reply::Send(bytes) => {
+                if let Err(e) = writer.write_all(&bytes).await {
+                    break Closed::Io(e);
+                }
+            }
+            Reply::Nothing => {}
+            Reply::Close(reason) => break Closed::Requested(reason),
+            Reply::Reject(reason) => break Closed::Rejected(reason),
+        }
+    };
+    match closed {
+        Closed::Eof | Closed::Shutdown => debug!(%peer, "connection closed"),
+        Closed::Io(e) => debug!(%peer, error = %e, "connection closed by an I/O error"),
+        Closed::Frame(e) => warn!(%peer, error = %e, "closing connection: bad frame"),
+        Closed::Requested(reason) => info!(%peer, %reason, "closing connection"),
+        Closed::Rejected(reason) => warn!(%peer, %reason, "closing connection"),
+    }
+    let _ = writer.shutdown().await;
+}
