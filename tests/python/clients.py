@@ -9,7 +9,9 @@ broker beyond "the client call finished in time".
 
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -197,10 +199,13 @@ def confluent_consumer(bootstrap: str, extra: dict | None = None) -> ck.Consumer
 
 
 def confluent_consume(bootstrap: str, topic: str, partitions: list[int], expected: dict[int, int],
-                      start_offset: int = ck.OFFSET_BEGINNING) -> dict[int, list[tuple[int, Rec]]]:
+                      start_offset: int = ck.OFFSET_BEGINNING, extra: dict | None = None
+                      ) -> dict[int, list[tuple[int, Rec]]]:
     """Reads every assigned partition from `start_offset` until it reaches partition EOF having seen
-    at least `expected[p]` records; returns {partition: [(offset, rec)]}."""
-    consumer = confluent_consumer(bootstrap)
+    at least `expected[p]` records; returns {partition: [(offset, rec)]}. EOF means the fetch offset
+    reached the high watermark (read_committed: the last stable offset), so with `expected` = {p: 0}
+    this returns exactly what consumers can see now. `extra` overrides consumer settings."""
+    consumer = confluent_consumer(bootstrap, extra)
     try:
         consumer.assign([ck.TopicPartition(topic, p, start_offset) for p in partitions])
         got: dict[int, list[tuple[int, Rec]]] = {p: [] for p in partitions}
@@ -225,6 +230,204 @@ def confluent_consume(bootstrap: str, topic: str, partitions: list[int], expecte
                              f"after {CONSUME_TIMEOUT_S}s")
     finally:
         consumer.close()
+
+
+def confluent_watermarks(bootstrap: str, topic: str, partitions: list[int], timeout_s: float = 10.0
+                         ) -> dict[int, tuple[int, int]]:
+    """{partition: (log start offset, high watermark)} by ListOffsets from the leaders, uncached."""
+    consumer = confluent_consumer(bootstrap, {"isolation.level": "read_uncommitted"})
+    try:
+        return {p: consumer.get_watermark_offsets(ck.TopicPartition(topic, p), timeout=timeout_s, cached=False)
+                for p in partitions}
+    finally:
+        consumer.close()
+
+
+class BackgroundProducer:
+    """A thread that produces numbered records (value b"<tag>:<n>:" + padding, partition n mod
+    `partitions`) with confluent-kafka until `stop()`, and records every delivery report.
+
+    `acked` lists (partition, offset, value) in delivery-report order, `errors` (value, error) for
+    records that failed. `transmissions` counts records put into produce requests, every resend
+    included (librdkafka's per-partition `txmsgs` statistic), so after `stop()` `resent()` bounds
+    how many records can legitimately be stored twice. It sends at most `rate_per_s` records a second (None: as fast as it can)
+    and keeps at most `max_in_queue` waiting in the client, so a long run or an outage does not
+    pile up an unbounded backlog. Use as a context manager so the thread always ends.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, tag: str, acks: str = "all",
+                 value_bytes: int = 100, rate_per_s: float | None = 2000, max_in_queue: int = 2000,
+                 extra: dict | None = None) -> None:
+        self.topic, self.partitions, self.tag = topic, partitions, tag
+        self.value_bytes, self.max_in_queue, self.rate_per_s = value_bytes, max_in_queue, rate_per_s
+        self.conf = {"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "statistics.interval.ms": 500,
+                     "stats_cb": self._stats, **CONFLUENT_COMMON, **(extra or {})}
+        self.transmissions = 0
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.errors: list[tuple[bytes, ck.KafkaError]] = []
+        self.sent = 0
+        self.left_in_flight: int | None = None  # records never reported, after the final flush
+        self.crash: BaseException | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"producer-{tag}", daemon=True)
+
+    def __enter__(self) -> "BackgroundProducer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _stats(self, text: str) -> None:
+        topic = json.loads(text).get("topics", {}).get(self.topic, {})
+        sent = sum(p.get("txmsgs", 0) for p in topic.get("partitions", {}).values())
+        self.transmissions = max(self.transmissions, sent)
+
+    def resent(self) -> int:
+        """Records transmitted more than once (valid after `stop()`: every record was sent by then)."""
+        return max(0, self.transmissions - self.sent)
+
+    def value(self, n: int) -> bytes:
+        v = f"{self.tag}:{n}:".encode()
+        return v + b"x" * max(0, self.value_bytes - len(v))
+
+    @staticmethod
+    def number(value: bytes) -> int:
+        """The n of a value made by `value(n)`."""
+        return int(value.split(b":", 2)[1])
+
+    def acked_count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def acked_by_partition(self) -> dict[int, int]:
+        """How many records each partition has acknowledged so far."""
+        counts = {p: 0 for p in range(self.partitions)}
+        with self._lock:
+            for p, _, _ in self.acked:
+                counts[p] += 1
+        return counts
+
+    def wait_progress(self, more: int, timeout_s: float = 30.0, what: str = "") -> None:
+        """Waits until every partition has acknowledged at least `more` records beyond what it had
+        when called: each partition is writable, not just some of them."""
+        start = self.acked_by_partition()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            now = self.acked_by_partition()
+            if all(now[p] - start[p] >= more for p in start):
+                return
+            if self.crash is not None or not self._thread.is_alive():
+                raise AssertionError(f"{what}: producer thread ended early: {self.crash!r}")
+            if time.monotonic() > deadline:
+                with self._lock:
+                    errors = self.errors[:5]
+                raise AssertionError(f"{what}: acknowledged per partition went {start} -> {now} in {timeout_s}s, "
+                                     f"wanted +{more} each ({self.sent} sent, first errors {errors})")
+            time.sleep(0.05)
+
+    def stop(self, flush_timeout_s: float = FLUSH_TIMEOUT_S) -> None:
+        """Stops producing and waits (up to `flush_timeout_s`) for the outstanding delivery reports."""
+        self._flush_timeout_s = flush_timeout_s
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(flush_timeout_s + 30)
+
+    def _run(self) -> None:
+        try:
+            producer = ck.Producer(self.conf)
+
+            def report(err, msg):
+                with self._lock:
+                    if err is None:
+                        self.acked.append((msg.partition(), msg.offset(), msg.value()))
+                    else:
+                        self.errors.append((msg.value(), err))
+
+            n = 0
+            began = time.monotonic()
+            while not self._stop.is_set():
+                ahead = self.rate_per_s is not None and n >= self.rate_per_s * (time.monotonic() - began)
+                if ahead or len(producer) >= self.max_in_queue:
+                    producer.poll(0.005)
+                    continue
+                try:
+                    producer.produce(self.topic, value=self.value(n), partition=n % self.partitions,
+                                     on_delivery=report)
+                    n += 1
+                    self.sent = n
+                except BufferError:
+                    producer.poll(0.01)
+                producer.poll(0)
+            self.left_in_flight = producer.flush(getattr(self, "_flush_timeout_s", FLUSH_TIMEOUT_S))
+            settle = time.monotonic() + 1.2  # statistics emitted after the flush cover every send
+            while time.monotonic() < settle:
+                producer.poll(0.1)
+        except BaseException as e:  # noqa: BLE001 - surfaced by wait_acked and the test
+            self.crash = e
+
+
+class HighWatermarkWatcher:
+    """A thread that asks the partition leaders for the high watermark of every partition
+    (ListOffsets latest via confluent-kafka `get_watermark_offsets`, uncached, read_uncommitted)
+    over and over until `stop()`. `samples[p]` lists (time.monotonic(), high watermark); failed
+    queries (no leader, leader moving, OFFSET_NOT_AVAILABLE, ...) are counted in `failures`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float = 0.02) -> None:
+        self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
+        self.bootstrap = bootstrap
+        self.samples: dict[int, list[tuple[float, int]]] = {p: [] for p in range(partitions)}
+        self.failures: dict[str, int] = defaultdict(int)
+        self.crash: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"hwm-{topic}", daemon=True)
+
+    def __enter__(self) -> "HighWatermarkWatcher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(30)
+
+    def _run(self) -> None:
+        try:
+            consumer = confluent_consumer(self.bootstrap, {"isolation.level": "read_uncommitted"})
+            try:
+                while not self._stop.is_set():
+                    for p in range(self.partitions):
+                        try:
+                            _, hi = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=2,
+                                                                   cached=False)
+                        except ck.KafkaException as e:
+                            self.failures[e.args[0].name()] += 1
+                            continue
+                        if hi < 0:  # librdkafka's "no offset" sentinel
+                            self.failures[f"high watermark {hi}"] += 1
+                            continue
+                        self.samples[p].append((time.monotonic(), hi))
+                    self._stop.wait(self.interval_s)
+            finally:
+                consumer.close()
+        except BaseException as e:  # noqa: BLE001 - surfaced by the test
+            self.crash = e
+
+    def regressions(self) -> list[str]:
+        """Every place where a partition's high watermark was lower than one seen before it."""
+        out = []
+        for p, samples in self.samples.items():
+            highest, at = -1, 0.0
+            for t, hi in samples:
+                if hi < highest:
+                    out.append(f"partition {p}: {highest} (t={at:.3f}) then {hi} (t={t:.3f})")
+                if hi > highest:
+                    highest, at = hi, t
+        return out
 
 
 # -- kafka-python -----------------------------------------------------------------------------

@@ -4,7 +4,9 @@
 - `shared_broker`: one session-wide broker for tests that only create their own topics.
 - `broker`: `shared_broker`, checked alive after each test so a crash is blamed on that test
   (and restarted before the next one).
-On a failing test the log tails of the brokers it used are attached to the report.
+- `cluster(...)`: function-scoped factory for multi-process clusters (keel_cluster.Cluster: one
+  controller and N brokers), stopped at teardown whatever happened.
+On a failing test the log tails of the brokers (and controllers) it used are attached to the report.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ import atexit
 import pytest
 
 from keel_broker import Broker, kill_all_live_processes, launch, retire
+from keel_cluster import Cluster
 
 atexit.register(kill_all_live_processes)
+PREVIOUS_RUN_TAIL_LINES = 25
 
 
 @pytest.fixture
@@ -34,9 +38,31 @@ def start_broker(tmp_path_factory):
         retire(b)
 
 
+@pytest.fixture
+def cluster(tmp_path_factory):
+    """Factory: cluster(brokers=3, controller={...}, broker={...}, name="cluster") -> a started
+    Cluster; `controller` / `broker` are extra properties for the controller's / every broker's
+    config file. Every cluster it made is stopped at teardown."""
+    mine: list[Cluster] = []
+
+    def start(name: str = "cluster", **kwargs) -> Cluster:
+        c = Cluster(tmp_path_factory.mktemp(name), name=name, **kwargs)
+        mine.append(c)
+        start.brokers.extend(c.processes)  # before start(), so a failed start still shows its logs
+        return c.start()
+
+    start.brokers = []
+    yield start
+    for c in mine:
+        c.stop()
+
+
 @pytest.fixture(scope="session")
 def shared_broker(tmp_path_factory):
-    b = launch(tmp_path_factory, "shared")
+    # Test records carry fixed 2023 timestamps (clients.BASE_TIMESTAMP_MS), which Kafka's
+    # time-based retention (7 days) deletes at its first check, 5 minutes into the session;
+    # retention has its own tests, so the session-wide broker never runs it.
+    b = launch(tmp_path_factory, "shared", config={"log.retention.check.interval.ms": "86400000"})
     yield b
     retire(b)
 
@@ -68,5 +94,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.failed:
         for b in _brokers_of(item):
-            state = "running" if b.alive() else f"exited {b.proc.returncode if b.proc else '-'}"
-            report.sections.append((f"keel log tail: {b.name} ({state})", b.log_tail()))
+            report.sections.append((f"keel log tail: {b.name} ({b.state()})", b.log_tail()))
+            if b.runs > 1:  # the run before a restart often ended in the fault under test
+                report.sections.append((f"keel log tail: {b.name} (previous run)",
+                                        b.log_tail(PREVIOUS_RUN_TAIL_LINES, run=b.runs - 1)))

@@ -3,7 +3,7 @@
 What lives here: big-endian primitive writers/readers, request framing (request header v1,
 non-flexible), record batch v2 encoding (magic 2, CRC-32C), a blocking raw connection, and encoders
 and decoders for the handful of non-flexible request versions the tests use (ApiVersions v0,
-Metadata v4, Produce v3, Fetch v4, ListOffsets v1, OffsetForLeaderEpoch v3). Field layouts follow Kafka's
+Metadata v4 and v7, Produce v3, Fetch v4, ListOffsets v1, OffsetForLeaderEpoch v3). Field layouts follow Kafka's
 clients/src/main/resources/common/message/*.json. Nothing here is a client: no retries, no
 metadata, no version negotiation beyond `api_versions`.
 """
@@ -342,6 +342,58 @@ def metadata_v4(conn: RawConnection, topics: list[str] | None, allow_auto_topic_
         return name, (err, dict(x.array(partition)))
 
     return dict(r.array(topic))
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    """One partition of a Metadata v7 answer, as the answering broker's metadata cache has it."""
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MetadataV7:
+    brokers: dict[int, tuple[str, int]]
+    cluster_id: str | None
+    controller_id: int
+    topics: dict[str, tuple[int, dict[int, PartitionMetadata]]]  # name -> (error code, partitions)
+
+
+def metadata_v7(conn: RawConnection, topics: list[str] | None, allow_auto_topic_creation: bool = False) -> MetadataV7:
+    """Metadata v7 (the last non-flexible version with partition leader epochs): brokers, controller
+    id, and per partition the leader, leader epoch, replicas, ISR and offline replicas."""
+    w = Writer()
+    if topics is None:
+        w.int32(-1)
+    else:
+        w.int32(len(topics))
+        for t in topics:
+            w.string(t)
+    w.boolean(allow_auto_topic_creation)
+    r = conn.call(API_METADATA, 7, w.getvalue())
+    r.int32()  # throttle
+    brokers = r.array(lambda x: (x.int32(), x.string(), x.int32(), x.string()))
+    cluster_id = r.string()
+    controller_id = r.int32()
+
+    def ids(x: Reader) -> tuple[int, ...]:
+        return tuple(x.array(lambda y: y.int32()))
+
+    def partition(x: Reader):
+        err, idx, leader, epoch = x.int16(), x.int32(), x.int32(), x.int32()
+        return idx, PartitionMetadata(err, leader, epoch, ids(x), ids(x), ids(x))
+
+    def topic(x: Reader):
+        err, name = x.int16(), x.string()
+        x.boolean()  # is internal
+        return name, (err, dict(x.array(partition)))
+
+    return MetadataV7({b: (host, port) for b, host, port, _ in brokers}, cluster_id, controller_id,
+                      dict(r.array(topic)))
 
 
 def produce_v3(conn: RawConnection, topic: str, partition: int, records: bytes, acks: int = -1, timeout_ms: int = 10_000):

@@ -1,4 +1,5 @@
-"""`keel dev`: one command formats on first use and runs a single broker that clients can use.
+"""`keel dev`: one command formats on first use and runs a local cluster (a controller and three
+brokers) that clients can use; test_cluster.py checks its replication settings.
 
 Cites the Keel CLI contract (DESIGN.md, Operator surface: `keel dev`).
 """

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use clap::Args;
 use keel_log::batch::BatchIter;
 use keel_node::client::Connection;
+use keel_node::net::{BoxStream, TcpNetwork};
 use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use keel_wire::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -23,7 +24,6 @@ use keel_wire::kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
-use tokio::net::TcpStream;
 
 /// Kafka's TOPIC_ALREADY_EXISTS error code.
 const TOPIC_ALREADY_EXISTS: i16 = 36;
@@ -92,7 +92,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             .map_or(0, |d| d.as_millis());
         format!("keel-bench-{millis}")
     });
-    let mut admin = Connection::connect(&args.bootstrap, "keel-bench")
+    let mut admin = Connection::connect(&TcpNetwork, &args.bootstrap, "keel-bench")
         .await
         .with_context(|| format!("cannot connect to {}", args.bootstrap))?;
     create_topic(&mut admin, &topic, args.partitions, args.replication_factor).await?;
@@ -195,7 +195,7 @@ fn build_payload_batch(count: usize, record_bytes: usize) -> Vec<u8> {
 }
 
 async fn create_topic(
-    admin: &mut Connection<TcpStream>,
+    admin: &mut Connection<BoxStream>,
     topic: &str,
     partitions: i32,
     replication_factor: i16,
@@ -223,7 +223,7 @@ async fn create_topic(
 }
 
 async fn wait_for_leaders(
-    admin: &mut Connection<TcpStream>,
+    admin: &mut Connection<BoxStream>,
     topic: &str,
     partitions: i32,
 ) -> anyhow::Result<Leaders> {
@@ -272,10 +272,13 @@ async fn produce(
     acks: i16,
     interval: Option<Duration>,
 ) -> anyhow::Result<Vec<u64>> {
-    let mut connections: BTreeMap<String, Connection<TcpStream>> = BTreeMap::new();
+    let mut connections: BTreeMap<String, Connection<BoxStream>> = BTreeMap::new();
     for addr in leaders.values() {
         if !connections.contains_key(addr) {
-            connections.insert(addr.clone(), Connection::connect(addr, "keel-bench").await?);
+            connections.insert(
+                addr.clone(),
+                Connection::connect(&TcpNetwork, addr, "keel-bench").await?,
+            );
         }
     }
     let name = TopicName(StrBytes::from_string(topic));
@@ -337,13 +340,17 @@ async fn consume_all(
         let mine: Vec<i32> = (0..partitions)
             .filter(|p| *p as usize % consumers == consumer)
             .collect();
-        if mine.is_empty() {
-            continue;
+        // One fetch loop per leader: each partition is read from its leader.
+        let mut by_leader: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for p in mine {
+            by_leader.entry(leaders[&p].clone()).or_default().push(p);
         }
-        let (topic, leaders, counted) = (topic.to_string(), leaders.clone(), counted.clone());
-        tasks.push(tokio::spawn(async move {
-            consume_partitions(&topic, &leaders, &mine, counted, expected).await
-        }));
+        for (addr, group) in by_leader {
+            let (topic, counted) = (topic.to_string(), counted.clone());
+            tasks.push(tokio::spawn(async move {
+                consume_partitions(&topic, &addr, &group, counted, expected).await
+            }));
+        }
     }
     for task in tasks {
         task.await??;
@@ -353,13 +360,12 @@ async fn consume_all(
 
 async fn consume_partitions(
     topic: &str,
-    leaders: &Leaders,
+    addr: &str,
     partitions: &[i32],
     counted: Arc<std::sync::atomic::AtomicU64>,
     expected: u64,
 ) -> anyhow::Result<()> {
-    let addr = &leaders[&partitions[0]];
-    let mut connection = Connection::connect(addr, "keel-bench").await?;
+    let mut connection = Connection::connect(&TcpNetwork, addr, "keel-bench").await?;
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
     let mut offsets: BTreeMap<i32, i64> = partitions.iter().map(|p| (*p, 0)).collect();
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -15,6 +15,7 @@ use keel_log::storage::{OsStorage, Storage};
 use keel_log::LogDir;
 use keel_node::clock::SystemClock;
 use keel_node::config::{self, BrokerConfig};
+use keel_node::net::TcpNetwork;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 use uuid::Uuid;
@@ -98,9 +99,18 @@ fn main() -> anyhow::Result<()> {
             let props = load_props(&config.config, &config.overrides)?;
             let cluster_id = cluster_id.unwrap_or_else(random_cluster_id);
             let (node_id, dirs) = match Role::of(&props)? {
-                Role::StandaloneBroker => {
+                Role::Broker => {
                     let config = BrokerConfig::from_properties(&props)?;
-                    (config.node_id, config.log_dirs)
+                    let mut dirs = config.log_dirs.clone();
+                    // Combined mode with its own metadata.log.dir formats that too.
+                    if let keel_node::runtime::LocalController::Combined(c) =
+                        keel_node::runtime::LocalController::for_broker(&config)?
+                    {
+                        if !dirs.contains(&c.metadata_log_dir) {
+                            dirs.push(c.metadata_log_dir);
+                        }
+                    }
+                    (config.node_id, dirs)
                 }
                 Role::Controller => {
                     let config =
@@ -120,7 +130,7 @@ fn main() -> anyhow::Result<()> {
         Command::Server { config } => {
             let props = load_props(&config.config, &config.overrides)?;
             match Role::of(&props)? {
-                Role::StandaloneBroker => run(BrokerConfig::from_properties(&props)?),
+                Role::Broker => run(BrokerConfig::from_properties(&props)?),
                 Role::Controller => run_controller(&props),
             }
         }
@@ -177,9 +187,10 @@ fn load_props(path: &Path, overrides: &[String]) -> anyhow::Result<BTreeMap<Stri
 /// What `keel server` runs, from `process.roles` (KRaft's names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// No `process.roles`, or `broker` without `controller.quorum.voters`: one broker that is
-    /// its own cluster.
-    StandaloneBroker,
+    /// A broker: `process.roles=broker` with `controller.quorum.voters` (a cluster member),
+    /// `broker,controller` (KRaft's combined mode), or no `process.roles` and no voters (a
+    /// single-node cluster that runs its controller in-process).
+    Broker,
     /// `process.roles=controller`: the controller listener over the metadata log.
     Controller,
 }
@@ -207,13 +218,7 @@ impl Role {
         }
         match (broker, controller) {
             (false, true) => Ok(Role::Controller),
-            (true, true) => anyhow::bail!(
-                "process.roles=broker,controller (combined mode) is not implemented yet; run the controller and the broker as separate processes"
-            ),
-            (_, false) if props.contains_key("controller.quorum.voters") => anyhow::bail!(
-                "a broker in a cluster (controller.quorum.voters) is not implemented yet; without it the broker runs as a cluster of one"
-            ),
-            _ => Ok(Role::StandaloneBroker),
+            _ => Ok(Role::Broker),
         }
     }
 }
@@ -273,8 +278,11 @@ fn run(config: BrokerConfig) -> anyhow::Result<()> {
             config,
             Arc::new(OsStorage::new()),
             Arc::new(SystemClock),
+            Arc::new(TcpNetwork),
             shutdown,
-            |ready| eprintln!("keel: ready bootstrap.servers={}", ready.bootstrap),
+            |ready: &keel_node::runtime::Ready| {
+                eprintln!("keel: ready bootstrap.servers={}", ready.bootstrap)
+            },
         )
         .await
     })
@@ -301,30 +309,173 @@ fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Brokers `keel dev` runs.
+const DEV_BROKERS: u16 = 3;
+/// The node id of `keel dev`'s controller.
+const DEV_CONTROLLER_ID: i32 = 100;
+
+/// `keel dev`: a controller and three brokers in one process (replication factor 3 and
+/// `min.insync.replicas=2` for new topics), data under `data_dir`, formatted on first use;
+/// brokers on `port`, `port+1`, `port+2` of 127.0.0.1. Ctrl-C stops the brokers one by one
+/// (controlled shutdown), then the controller.
 fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", data_dir.display()))?;
-    let log_dir = data_dir.join("broker-1");
-    let mut props = BTreeMap::new();
-    props.insert("node.id".to_string(), "1".to_string());
-    props.insert("log.dirs".to_string(), log_dir.display().to_string());
-    props.insert(
-        "listeners".to_string(),
-        format!("PLAINTEXT://127.0.0.1:{port}"),
-    );
-    apply_overrides(&mut props, overrides)?;
-    let config = BrokerConfig::from_properties(&props)?;
-    if !log_dir.join("meta.properties").exists() {
-        let cluster_id = random_cluster_id();
-        format_dirs(config.node_id, &config.log_dirs, &cluster_id)?;
-        eprintln!(
-            "keel: formatted {} for cluster {cluster_id}",
-            log_dir.display()
+    let controller_dir = data_dir.join("controller");
+    let cluster_id = match read_cluster_id(&controller_dir)? {
+        Some(id) => id,
+        None => {
+            let id = random_cluster_id();
+            format_dirs(
+                DEV_CONTROLLER_ID,
+                std::slice::from_ref(&controller_dir),
+                &id,
+            )?;
+            eprintln!("keel: formatted {} for cluster {id}", data_dir.display());
+            id
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("keel-dev")
+        .build()?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        spawn_signal_handler(shutdown.clone())?;
+        let mut controller_props = BTreeMap::new();
+        controller_props.insert("node.id".to_string(), DEV_CONTROLLER_ID.to_string());
+        controller_props.insert("process.roles".to_string(), "controller".to_string());
+        controller_props.insert(
+            "listeners".to_string(),
+            "CONTROLLER://127.0.0.1:0".to_string(),
         );
+        controller_props.insert(
+            "controller.listener.names".to_string(),
+            "CONTROLLER".to_string(),
+        );
+        controller_props.insert(
+            "metadata.log.dir".to_string(),
+            controller_dir.display().to_string(),
+        );
+        controller_props.insert("default.replication.factor".to_string(), "3".to_string());
+        controller_props.insert("min.insync.replicas".to_string(), "2".to_string());
+        apply_overrides(&mut controller_props, overrides)?;
+        let controller_config =
+            keel_node::controller_server::ControllerServerConfig::from_properties(
+                &controller_props,
+            )?;
+        let (listener, endpoint) =
+            keel_node::controller_server::bind_tcp(&controller_config).await?;
+        let voters = format!("{DEV_CONTROLLER_ID}@127.0.0.1:{}", endpoint.port);
+        let controller_stop = CancellationToken::new();
+        let controller = tokio::spawn(keel_node::controller_server::serve(
+            controller_config,
+            keel_node::controller_server::MetadataDir::Own,
+            Arc::new(OsStorage::new()),
+            Arc::new(SystemClock),
+            Arc::new(TcpNetwork),
+            listener,
+            endpoint,
+            controller_stop.clone(),
+            || {},
+        ));
+
+        let mut brokers = Vec::new();
+        let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(u16, String)>();
+        for index in 0..DEV_BROKERS {
+            let log_dir = data_dir.join(format!("broker-{index}"));
+            let mut props = BTreeMap::new();
+            props.insert("node.id".to_string(), index.to_string());
+            props.insert("process.roles".to_string(), "broker".to_string());
+            props.insert("log.dirs".to_string(), log_dir.display().to_string());
+            props.insert(
+                "listeners".to_string(),
+                format!("PLAINTEXT://127.0.0.1:{}", port + index),
+            );
+            props.insert("controller.quorum.voters".to_string(), voters.clone());
+            props.insert(
+                "controller.listener.names".to_string(),
+                "CONTROLLER".to_string(),
+            );
+            props.insert("min.insync.replicas".to_string(), "2".to_string());
+            props.insert("default.replication.factor".to_string(), "3".to_string());
+            apply_overrides(&mut props, overrides)?;
+            let config = BrokerConfig::from_properties(&props)?;
+            if !log_dir.join("meta.properties").exists() {
+                format_dirs(config.node_id, &config.log_dirs, &cluster_id)?;
+            }
+            let stop = CancellationToken::new();
+            let ready_tx = ready_tx.clone();
+            let task = tokio::spawn(keel_node::runtime::run(
+                config,
+                Arc::new(OsStorage::new()),
+                Arc::new(SystemClock),
+                Arc::new(TcpNetwork),
+                stop.clone(),
+                move |ready: &keel_node::runtime::Ready| {
+                    let _ = ready_tx.send((index, ready.bootstrap.clone()));
+                },
+            ));
+            brokers.push((index, stop, task));
+        }
+        drop(ready_tx);
+        let mut bootstrap = vec![String::new(); usize::from(DEV_BROKERS)];
+        let mut ready = 0;
+        while ready < DEV_BROKERS {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                got = ready_rx.recv() => match got {
+                    Some((index, addr)) => {
+                        bootstrap[usize::from(index)] = addr;
+                        ready += 1;
+                    }
+                    None => break,
+                },
+            }
+        }
+        if ready == DEV_BROKERS {
+            eprintln!(
+                "keel: dev cluster (controller {DEV_CONTROLLER_ID}, brokers 0-{}), data in {}",
+                DEV_BROKERS - 1,
+                data_dir.display()
+            );
+            eprintln!("keel: ready bootstrap.servers={}", bootstrap.join(","));
+        }
+        shutdown.cancelled().await;
+        // One broker at a time, so each controlled shutdown can move leadership to the others.
+        let mut result = Ok(());
+        for (index, stop, task) in brokers.into_iter().rev() {
+            stop.cancel();
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    eprintln!("keel: broker {index} stopped with an error: {e:#}");
+                    result = Err(e);
+                }
+                Err(e) => result = Err(e.into()),
+            }
+        }
+        controller_stop.cancel();
+        match controller.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => result = Err(e.into()),
+            Err(e) => result = Err(e.into()),
+        }
+        result
+    })
+}
+
+/// The cluster id in a formatted directory's `meta.properties`, if it is formatted.
+fn read_cluster_id(dir: &Path) -> anyhow::Result<Option<String>> {
+    let path = dir.join(keel_log::META_PROPERTIES_FILE);
+    if !path.exists() {
+        return Ok(None);
     }
-    eprintln!("keel: dev broker, data in {}", data_dir.display());
-    run(config)
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let meta = keel_log::MetaProperties::parse(&path, &text)?;
+    Ok(Some(meta.cluster_id))
 }

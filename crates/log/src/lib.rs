@@ -125,7 +125,7 @@ pub use epoch_cache::LeaderEpochCache;
 pub use error::LogError;
 pub use log::{
     AppendInfo, DeletedSegment, FetchData, Log, RecoveryReport, RetentionReason, RetentionResult,
-    LEADER_EPOCH_CHECKPOINT_FILE,
+    LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
 };
 pub use log_dir::{
     decode_kafka_uuid, encode_kafka_uuid, LoadedLogs, LogDir, MetaProperties, PartitionCheckpoint,

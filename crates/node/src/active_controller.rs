@@ -104,6 +104,11 @@ impl<L: MetadataLog> ActiveController<L> {
         Ok((active, started.commands))
     }
 
+    /// Ends a broker's heartbeat session (see `Controller::expire_session`).
+    pub fn expire_session(&mut self, broker: keel_controller::types::BrokerId) {
+        self.controller.expire_session(broker);
+    }
+
     /// The controller epoch this controller writes with.
     pub fn controller_epoch(&self) -> i32 {
         self.controller_epoch

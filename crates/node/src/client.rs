@@ -13,7 +13,8 @@ use keel_wire::frame::{self, FrameError};
 use keel_wire::kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+use crate::net::{BoxStream, Network};
 
 /// Largest response this client accepts (a fetch can be large).
 pub const CLIENT_RESPONSE_MAX_BYTES: usize = 256 * 1024 * 1024;
@@ -48,11 +49,14 @@ pub struct Connection<S> {
     versions: BTreeMap<i16, (i16, i16)>,
 }
 
-impl Connection<TcpStream> {
-    /// Connects to `addr` (`host:port`) and negotiates versions.
-    pub async fn connect(addr: &str, client_id: &str) -> Result<Self, ClientError> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+impl Connection<BoxStream> {
+    /// Connects to `addr` (`host:port`) over `network` and negotiates versions.
+    pub async fn connect(
+        network: &dyn Network,
+        addr: &str,
+        client_id: &str,
+    ) -> Result<Self, ClientError> {
+        let stream = network.connect(addr).await?;
         let mut connection = Connection::new(stream, client_id);
         connection.negotiate().await?;
         Ok(connection)
@@ -117,17 +121,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)
             .map_err(ClientError::Encode)?;
         self.stream.write_all(&bytes).await?;
-        let frame = loop {
+        let frame = self.read_frame().await?;
+        Ok(decode_response(api_key, version, correlation_id, frame)?)
+    }
+
+    /// Sends a request frame built by `build` from the next correlation id (a Keel RPC, see
+    /// `keel_wire::keel_rpc`) and returns that id with the response frame (without its size
+    /// prefix).
+    pub async fn call_raw(
+        &mut self,
+        build: impl FnOnce(i32) -> bytes::Bytes,
+    ) -> Result<(i32, bytes::Bytes), ClientError> {
+        let correlation_id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        self.stream.write_all(&build(correlation_id)).await?;
+        let frame = self.read_frame().await?;
+        Ok((correlation_id, frame))
+    }
+
+    async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
+        loop {
             if let Some(frame) = frame::take_frame(&mut self.buffer, CLIENT_RESPONSE_MAX_BYTES)? {
-                break frame;
+                return Ok(frame);
             }
             self.buffer
                 .reserve(frame::missing_bytes(&self.buffer).max(64 * 1024));
             if self.stream.read_buf(&mut self.buffer).await? == 0 {
                 return Err(ClientError::Closed);
             }
-        };
-        Ok(decode_response(api_key, version, correlation_id, frame)?)
+        }
     }
 
     /// Sends a request whose response is never sent (Produce with acks=0).

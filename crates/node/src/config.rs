@@ -162,6 +162,30 @@ pub struct BrokerConfig {
     /// `eligible.leader.replicas.enable` (Keel's switch between KIP-966 and classic Kafka
     /// behaviour); default true.
     pub eligible_leader_replicas_enable: bool,
+    /// `process.roles` as given (empty = a single-node cluster: this process runs the
+    /// controller for itself).
+    pub process_roles: Vec<String>,
+    /// `controller.quorum.voters`: `(id, host:port)` of each controller.
+    pub controller_quorum_voters: Vec<(i32, String)>,
+    /// `controller.listener.names` (listeners with these names are the controller's, not the
+    /// broker's).
+    pub controller_listener_names: Vec<String>,
+    /// `broker.heartbeat.interval.ms`; default 2000.
+    pub broker_heartbeat_interval_ms: u64,
+    /// `broker.session.timeout.ms` (used by an in-process controller); default 9000.
+    pub broker_session_timeout_ms: u64,
+    /// `replica.lag.time.max.ms`; default 30000.
+    pub replica_lag_time_max_ms: u64,
+    /// `replica.fetch.backoff.ms`; default 1000.
+    pub replica_fetch_backoff_ms: u64,
+    /// `replica.fetch.max.bytes` (per partition); default 1048576.
+    pub replica_fetch_max_bytes: i32,
+    /// `replica.fetch.response.max.bytes`; default 10485760.
+    pub replica_fetch_response_max_bytes: i32,
+    /// `replica.fetch.wait.max.ms`; default 500.
+    pub replica_fetch_wait_max_ms: i32,
+    /// `controlled.shutdown.enable`; default true.
+    pub controlled_shutdown_enable: bool,
     /// Topic-config defaults set at broker level (`log.retention.ms`, `min.insync.replicas`,
     /// ...), keyed by *topic* config name.
     pub topic_defaults: BTreeMap<String, String>,
@@ -195,6 +219,15 @@ const BROKER_KEYS: &[&str] = &[
     "process.roles",
     "controller.quorum.voters",
     "controller.listener.names",
+    "metadata.log.dir",
+    "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
+    "replica.lag.time.max.ms",
+    "replica.fetch.backoff.ms",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
+    "controlled.shutdown.enable",
     "listener.security.protocol.map",
     "inter.broker.listener.name",
 ];
@@ -263,11 +296,43 @@ impl BrokerConfig {
         if log_dirs.is_empty() {
             return Err(ConfigError::Missing("log.dirs"));
         }
-        let listeners =
-            parse_listeners("listeners", get("listeners").unwrap_or("PLAINTEXT://:9092"))?;
+        let controller_listener_names: Vec<String> = get("controller.listener.names")
+            .unwrap_or("CONTROLLER")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        // The broker serves clients on the listeners that are not the controller's.
+        let listeners: Vec<Listener> =
+            parse_listeners("listeners", get("listeners").unwrap_or("PLAINTEXT://:9092"))?
+                .into_iter()
+                .filter(|l| !controller_listener_names.contains(&l.name))
+                .collect();
         if listeners.is_empty() {
-            return Err(ConfigError::Missing("listeners"));
+            return Err(ConfigError::InvalidValue {
+                key: "listeners".into(),
+                value: get("listeners").unwrap_or_default().to_string(),
+                reason: "names no broker listener (every listener is a controller listener)".into(),
+            });
         }
+        let process_roles: Vec<String> = get("process.roles")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let controller_quorum_voters = match get("controller.quorum.voters") {
+            Some(text) => crate::cluster::parse_quorum_voters(text).map_err(|reason| {
+                ConfigError::InvalidValue {
+                    key: "controller.quorum.voters".into(),
+                    value: text.to_string(),
+                    reason,
+                }
+            })?,
+            None => Vec::new(),
+        };
         let advertised_listeners = match get("advertised.listeners") {
             Some(v) => parse_listeners("advertised.listeners", v)?,
             None => listeners
@@ -321,6 +386,23 @@ impl BrokerConfig {
                 .map_or(Ok(true), |v| {
                     parse_bool("eligible.leader.replicas.enable", v)
                 })?,
+            process_roles,
+            controller_quorum_voters,
+            controller_listener_names,
+            broker_heartbeat_interval_ms: num("broker.heartbeat.interval.ms", 2_000)?.max(1),
+            broker_session_timeout_ms: num("broker.session.timeout.ms", 9_000)?.max(1),
+            replica_lag_time_max_ms: num("replica.lag.time.max.ms", 30_000)?.max(1),
+            replica_fetch_backoff_ms: num("replica.fetch.backoff.ms", 1_000)?,
+            replica_fetch_max_bytes: get("replica.fetch.max.bytes")
+                .map_or(Ok(1_048_576), |v| parse_value("replica.fetch.max.bytes", v))?,
+            replica_fetch_response_max_bytes: get("replica.fetch.response.max.bytes")
+                .map_or(Ok(10_485_760), |v| {
+                    parse_value("replica.fetch.response.max.bytes", v)
+                })?,
+            replica_fetch_wait_max_ms: get("replica.fetch.wait.max.ms")
+                .map_or(Ok(500), |v| parse_value("replica.fetch.wait.max.ms", v))?,
+            controlled_shutdown_enable: get("controlled.shutdown.enable")
+                .map_or(Ok(true), |v| parse_bool("controlled.shutdown.enable", v))?,
             topic_defaults: crate::topic_config::defaults_from_broker_props(props)?,
             raw: props.clone(),
             unknown_keys: props

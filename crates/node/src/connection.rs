@@ -12,9 +12,10 @@ use std::future::Future;
 use bytes::{Bytes, BytesMut};
 use keel_wire::frame::{self, FrameError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
+
+use crate::net::Listener;
 
 /// Initial read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -44,8 +45,8 @@ pub trait RequestHandler: Clone + Send + Sync + 'static {
 
 /// Accepts connections until `shutdown` is cancelled, then stops them all; when this returns no
 /// request runs any more.
-pub async fn serve<H: RequestHandler>(
-    listener: TcpListener,
+pub async fn serve<L: Listener, H: RequestHandler>(
+    mut listener: L,
     handler: H,
     max_request_bytes: usize,
     shutdown: CancellationToken,
@@ -56,10 +57,9 @@ pub async fn serve<H: RequestHandler>(
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let _ = stream.set_nodelay(true);
                     let (handler, shutdown) = (handler.clone(), shutdown.clone());
                     connections.spawn(async move {
-                        handle_connection(stream, peer.to_string(), handler, max_request_bytes, shutdown)
+                        handle_connection(stream, peer, handler, max_request_bytes, shutdown)
                             .await;
                     });
                     // Reap finished connections so the set does not grow without bound.

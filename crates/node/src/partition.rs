@@ -1,15 +1,19 @@
-//! One partition this broker hosts: its log, high watermark and leader epoch.
+//! One partition this broker hosts: its log, high watermark, topic config, and its replica
+//! role — leader ([`LeaderPartition`]) or follower ([`FollowerPartition`]) from the pure
+//! replication core, chosen by the replayed metadata image.
 //!
-//! Keel runs one broker per process here, so this broker leads every partition and its ISR is
-//! itself. The high watermark follows KIP-966's rule — it advances only while the ISR has at
-//! least the effective `min.insync.replicas` members, where the effective value is
-//! `min(min.insync.replicas, replication factor)` — which for a single replica means it moves
-//! with every append.
+//! Locks: the replica lock is taken before the log lock, never the other way; neither is held
+//! across an `.await`.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-use keel_log::{LeaderEpoch, Log, LogError, Offset, TopicPartition};
+use keel_log::{Log, LogError, Offset, TopicPartition};
+use keel_replication::{
+    self as repl, EpochCache, ErrorCode, FollowerPartition, LeaderPartition, RequestId,
+};
+use tokio::sync::oneshot;
 use uuid::Uuid;
 
 use crate::topic_config::EffectiveTopicConfig;
@@ -18,9 +22,41 @@ use crate::topic_config::EffectiveTopicConfig;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
     pub base_offset: Offset,
+    /// The log end offset after the append (acks=all waits for the high watermark to reach it).
+    pub end_offset: Offset,
     pub log_append_time_ms: Option<i64>,
     pub log_start_offset: Offset,
 }
+
+/// The replica's role, from metadata.
+#[derive(Debug)]
+pub enum Replica {
+    /// This broker leads the partition.
+    Leader(LeaderPartition),
+    /// This broker follows the leader named by metadata (or waits for one).
+    Follower(FollowerPartition),
+}
+
+impl Replica {
+    /// The leader epoch this role was built for.
+    pub fn leader_epoch(&self) -> repl::LeaderEpoch {
+        match self {
+            Replica::Leader(l) => l.leader_epoch(),
+            Replica::Follower(f) => f.leader_epoch(),
+        }
+    }
+
+    /// The leader state, if this broker leads.
+    pub fn as_leader(&mut self) -> Option<&mut LeaderPartition> {
+        match self {
+            Replica::Leader(l) => Some(l),
+            Replica::Follower(_) => None,
+        }
+    }
+}
+
+/// A waiting acks=all produce: answered when the leader core completes its request id.
+pub type ProduceWaiter = oneshot::Sender<Result<(), ErrorCode>>;
 
 /// A hosted partition.
 #[derive(Debug)]
@@ -29,15 +65,15 @@ pub struct Partition {
     pub topic_id: Uuid,
     /// Index of the log directory holding this partition.
     pub log_dir_index: usize,
+    replica: Mutex<Replica>,
     log: Mutex<Log>,
     high_watermark: AtomicI64,
-    leader_epoch: AtomicI32,
-    replication_factor: usize,
     config: RwLock<Arc<EffectiveTopicConfig>>,
-    /// Set (under the log lock) when the topic is deleted: from then on no operation touches
-    /// the log, so a request that raced with the delete cannot write into the removed (or a
-    /// recreated) directory.
+    /// Set (under the log lock) when the topic is deleted or the replica removed: from then on
+    /// no operation touches the log, so a request that raced with the delete cannot write into
+    /// the removed (or a recreated) directory.
     deleted: AtomicBool,
+    waiters: Mutex<BTreeMap<RequestId, ProduceWaiter>>,
 }
 
 /// Why a partition operation did not happen.
@@ -55,36 +91,26 @@ impl Partition {
         topic_id: Uuid,
         log_dir_index: usize,
         log: Log,
-        leader_epoch: LeaderEpoch,
-        replication_factor: usize,
+        high_watermark: Offset,
+        replica: Replica,
         config: Arc<EffectiveTopicConfig>,
     ) -> Partition {
-        let partition = Partition {
+        let high_watermark = high_watermark.0.clamp(0, log.log_end_offset().0);
+        Partition {
             tp,
             topic_id,
             log_dir_index,
-            high_watermark: AtomicI64::new(0),
-            leader_epoch: AtomicI32::new(leader_epoch.0),
-            replication_factor,
+            replica: Mutex::new(replica),
             log: Mutex::new(log),
+            high_watermark: AtomicI64::new(high_watermark),
             config: RwLock::new(config),
             deleted: AtomicBool::new(false),
-        };
-        {
-            let mut log = partition.log.lock().expect("partition log lock poisoned");
-            partition.maybe_advance_high_watermark(&log);
-            // As a new leader does (Kafka's maybeAssignEpochStartOffset): the current epoch
-            // starts at the log end offset, so OffsetForLeaderEpoch answers it even before the
-            // first append of the epoch.
-            if let Err(e) = log.assign_epoch_start_offset(leader_epoch) {
-                tracing::warn!(partition = %partition.tp, error = %e, "cannot record the leader epoch start");
-            }
+            waiters: Mutex::new(BTreeMap::new()),
         }
-        partition
     }
 
     /// The log, locked, unless the partition was deleted. Held only for the duration of one
-    /// append, read or flush.
+    /// append, read, truncation or flush.
     pub fn lock_log(&self) -> Result<MutexGuard<'_, Log>, PartitionError> {
         // A poisoned lock means a panic mid-operation on this log: an invariant was broken
         // and continuing would risk serving corrupt state.
@@ -95,18 +121,51 @@ impl Partition {
         Ok(log)
     }
 
+    /// The replica role, locked (before the log lock, if both are needed).
+    pub fn lock_replica(&self) -> MutexGuard<'_, Replica> {
+        self.replica
+            .lock()
+            .expect("partition replica lock poisoned")
+    }
+
     /// Marks the partition deleted; waits for an operation in progress to finish first.
     pub fn mark_deleted(&self) {
         let _log = self.log.lock().expect("partition log lock poisoned");
         self.deleted.store(true, Ordering::Release);
     }
 
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+
     pub fn high_watermark(&self) -> Offset {
         Offset(self.high_watermark.load(Ordering::Acquire))
     }
 
-    pub fn leader_epoch(&self) -> LeaderEpoch {
-        LeaderEpoch(self.leader_epoch.load(Ordering::Acquire))
+    /// Sets the high watermark (the leader's only moves forward; a follower's may drop when
+    /// it truncates).
+    pub fn set_high_watermark(&self, offset: Offset) {
+        self.high_watermark.store(offset.0, Ordering::Release);
+    }
+
+    /// The leader epoch of the current role.
+    pub fn leader_epoch(&self) -> keel_log::LeaderEpoch {
+        keel_log::LeaderEpoch(self.lock_replica().leader_epoch().0)
+    }
+
+    /// Whether this broker leads the partition now.
+    pub fn is_leader(&self) -> bool {
+        matches!(&*self.lock_replica(), Replica::Leader(l) if !l.has_ended())
+    }
+
+    /// A new leader whose high watermark has not yet reached the start of its leader epoch:
+    /// offsets it would answer could be lower than its predecessor's (Kafka answers
+    /// `OFFSET_NOT_AVAILABLE` to ListOffsets then).
+    pub fn high_watermark_lags_leader_epoch(&self) -> bool {
+        match &*self.lock_replica() {
+            Replica::Leader(l) => l.high_watermark() < l.leader_epoch_start_offset(),
+            Replica::Follower(_) => false,
+        }
     }
 
     pub fn config(&self) -> Arc<EffectiveTopicConfig> {
@@ -119,43 +178,32 @@ impl Partition {
         Ok(())
     }
 
-    /// `min(min.insync.replicas, replication factor)` (KIP-966, "effective min ISR").
-    pub fn effective_min_isr(&self) -> usize {
-        let configured = usize::try_from(self.config().min_insync_replicas()).unwrap_or(1);
-        configured.min(self.replication_factor).max(1)
+    /// Parks an acks=all request's answer.
+    pub fn add_waiter(&self, request: RequestId, waiter: ProduceWaiter) {
+        self.waiters
+            .lock()
+            .expect("waiter lock poisoned")
+            .insert(request, waiter);
     }
 
-    /// The ISR as this broker knows it: itself.
-    fn isr_size(&self) -> usize {
-        1
-    }
-
-    /// Appends a producer's batches as leader; advances the high watermark as far as the
-    /// ISR rule allows.
-    pub fn append_as_leader(
-        &self,
-        records: &[u8],
-        now_ms: i64,
-    ) -> Result<AppendResult, PartitionError> {
-        let mut log = self.lock_log()?;
-        let info = log.append_as_leader(records, self.leader_epoch(), now_ms)?;
-        self.maybe_advance_high_watermark(&log);
-        Ok(AppendResult {
-            base_offset: info.first_offset,
-            log_append_time_ms: info.log_append_time_ms,
-            log_start_offset: log.log_start_offset(),
-        })
-    }
-
-    /// KIP-966: the high watermark moves only while |ISR| >= effective min ISR, and then to
-    /// the smallest log end offset in the ISR (here: this broker's). It never moves back.
-    fn maybe_advance_high_watermark(&self, log: &Log) -> bool {
-        if self.isr_size() < self.effective_min_isr() {
-            return false;
+    /// Answers a parked acks=all request (no-op if it is not parked here).
+    pub fn complete_waiter(&self, request: RequestId, result: Result<(), ErrorCode>) {
+        let waiter = self
+            .waiters
+            .lock()
+            .expect("waiter lock poisoned")
+            .remove(&request);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(result);
         }
-        let candidate = log.log_end_offset().0;
-        let previous = self.high_watermark.fetch_max(candidate, Ordering::AcqRel);
-        candidate > previous
+    }
+
+    /// Answers every parked request with `error` (the partition is going away).
+    pub fn fail_all_waiters(&self, error: ErrorCode) {
+        let waiters = std::mem::take(&mut *self.waiters.lock().expect("waiter lock poisoned"));
+        for (_, waiter) in waiters {
+            let _ = waiter.send(Err(error));
+        }
     }
 
     /// Offsets reported to clients: (log start offset, high watermark, log end offset).
@@ -167,4 +215,13 @@ impl Partition {
             log.log_end_offset(),
         ))
     }
+}
+
+/// The log's leader epoch cache as the replication core reads it.
+pub fn epoch_view(log: &Log) -> EpochCache {
+    EpochCache::from_entries(
+        log.epoch_entries()
+            .iter()
+            .map(|e| (repl::LeaderEpoch(e.epoch.0), repl::Offset(e.start_offset.0))),
+    )
 }

@@ -1,18 +1,38 @@
-//! Running a broker: open (with recovery), bind, serve, run the periodic tasks, and shut down
-//! in order when the cancellation token fires.
+//! Running a broker in its cluster: open the log directories, register with the controller,
+//! follow the metadata log, load the logs and take up the roles the image names, serve
+//! clients once unfenced, replicate, and — when the cancellation token fires — shut down in
+//! order: controlled shutdown (the controller moves leadership away and takes this broker out
+//! of every ISR), then flush and the clean-shutdown file.
+//!
+//! A broker whose config names no `controller.quorum.voters` is a single-node cluster: it runs
+//! the controller itself, in-process, over an in-memory connection ([`crate::net::MemNetwork`])
+//! with its metadata log in the first log directory. The same code path serves one broker or
+//! many.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_controller::types::{BrokerEpoch, MetadataOffset};
 use keel_log::storage::Storage;
-use tokio::net::TcpListener;
+use keel_replication::{AlterPartitionResponse, ErrorCode};
+use keel_wire::kafka_protocol::messages::alter_partition_request::{
+    BrokerState as WireIsrMember, PartitionData as WirePartition, TopicData as WireTopic,
+};
+use keel_wire::kafka_protocol::messages::{
+    AlterPartitionRequest, AlterPartitionResponse as WireAlterPartitionResponse, ApiKey, BrokerId,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+use uuid::Uuid;
 
-use crate::broker::Broker;
+use crate::broker::{AlterPartitionJob, Broker, PreviousShutdown};
+use crate::client::Connection;
 use crate::clock::Clock;
-use crate::config::BrokerConfig;
+use crate::cluster::follower::MetadataFollower;
+use crate::cluster::lifecycle::{self, Registration};
+use crate::config::{BrokerConfig, Listener};
+use crate::controller_server::{self, ControllerServerConfig, MetadataDir};
+use crate::net::{BoxStream, MemNetwork, Network};
 use crate::server;
 
 /// Shortest period of the flush checker (flush.ms is checked at this granularity at most).
@@ -20,77 +40,654 @@ const FLUSH_CHECK_INTERVAL_MS_MIN: u64 = 100;
 /// Longest period of the flush checker, so `flush.ms` topic overrides are honoured even when
 /// `log.flush.scheduler.interval.ms` is left at Kafka's "never".
 const FLUSH_CHECK_INTERVAL_MS_MAX: u64 = 1_000;
+/// How often leaders tick (produce timeouts, ISR shrink, AlterPartition retries).
+const REPLICA_TICK_MS: u64 = 50;
+/// How often a broker in controlled shutdown asks whether it may stop.
+const CONTROLLED_SHUTDOWN_POLL_MS: u64 = 200;
+/// The longest controlled shutdown waits for the controller before stopping anyway.
+const CONTROLLED_SHUTDOWN_MAX_MS: u64 = 30_000;
+/// How long a starting broker waits for leaders of its partitions before saying it is ready.
+const STARTUP_SETTLE_MAX_MS: u64 = 3_000;
+/// The address of a single-node cluster's in-process controller.
+const IN_PROCESS_CONTROLLER: &str = "in-process-controller:0";
 
 /// Where the broker listens, known once it is bound (the port may have been 0).
 #[derive(Debug, Clone)]
 pub struct Ready {
-    pub local_addr: SocketAddr,
+    /// The port the broker listener is bound to.
+    pub port: u16,
     /// `host:port` clients should use.
     pub bootstrap: String,
 }
 
+/// The controller this process runs besides the broker, if any.
+#[derive(Debug, Clone)]
+pub enum LocalController {
+    /// The broker joins the controllers named by `controller.quorum.voters`.
+    None,
+    /// A single-node cluster: the controller runs in-process on an in-memory listener.
+    InProcess(ControllerServerConfig),
+    /// KRaft's combined mode: this process also serves the controller listener over TCP.
+    Combined(ControllerServerConfig),
+}
+
+impl LocalController {
+    /// What a broker config asks for: combined mode when `process.roles` names both roles, a
+    /// single-node cluster when no `controller.quorum.voters` are configured.
+    pub fn for_broker(config: &BrokerConfig) -> anyhow::Result<LocalController> {
+        let roles = &config.process_roles;
+        if roles.iter().any(|r| r == "controller") {
+            let controller = ControllerServerConfig::from_properties(&config.raw)?;
+            return Ok(LocalController::Combined(controller));
+        }
+        if !config.controller_quorum_voters.is_empty() {
+            return Ok(LocalController::None);
+        }
+        let mut props = config.raw.clone();
+        props.insert("process.roles".into(), "broker,controller".into());
+        props.insert(
+            "listeners".into(),
+            format!("CONTROLLER://{IN_PROCESS_CONTROLLER}"),
+        );
+        props.insert("controller.listener.names".into(), "CONTROLLER".into());
+        props.insert(
+            "metadata.log.dir".into(),
+            config.log_dirs[0].display().to_string(),
+        );
+        Ok(LocalController::InProcess(
+            ControllerServerConfig::from_properties(&props)?,
+        ))
+    }
+}
+
 /// Runs a broker until `shutdown` is cancelled, then shuts it down cleanly. `on_ready` is
-/// called once the listener accepts connections.
+/// called once the broker is registered, caught up with metadata, unfenced and serving.
 pub async fn run(
     config: BrokerConfig,
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
+    network: Arc<dyn Network>,
     shutdown: CancellationToken,
     on_ready: impl FnOnce(&Ready),
 ) -> anyhow::Result<()> {
     for key in &config.unknown_keys {
         warn!(key = %key, "unknown config key ignored");
     }
-    let listener_config = config.listeners[0].clone();
-    let advertised = config.advertised().clone();
-    let broker = {
-        let (config, storage, clock) = (config.clone(), storage.clone(), clock.clone());
-        tokio::task::spawn_blocking(move || Broker::open(config, storage, clock)).await??
+    let local_controller = LocalController::for_broker(&config)?;
+    let mut in_process_listener = None;
+    let (network, voters): (Arc<dyn Network>, Vec<String>) = match &local_controller {
+        LocalController::InProcess(_) => {
+            let mem = MemNetwork::with_fallback(network.clone());
+            in_process_listener = Some(mem.bind(IN_PROCESS_CONTROLLER));
+            (Arc::new(mem), vec![IN_PROCESS_CONTROLLER.to_string()])
+        }
+        LocalController::Combined(c) if config.controller_quorum_voters.is_empty() => (
+            network,
+            vec![format!("{}:{}", c.listener.host, c.listener.port)],
+        ),
+        _ => (
+            network,
+            config
+                .controller_quorum_voters
+                .iter()
+                .map(|(_, addr)| addr.clone())
+                .collect(),
+        ),
+    };
+
+    let (broker, jobs) = {
+        let (config, storage, clock, network, voters) = (
+            config.clone(),
+            storage.clone(),
+            clock.clone(),
+            network.clone(),
+            voters.clone(),
+        );
+        tokio::task::spawn_blocking(move || Broker::open(config, storage, clock, network, voters))
+            .await??
     };
     let broker = Arc::new(broker);
-    let bind_host = if listener_config.host.is_empty() {
-        "0.0.0.0".to_string()
-    } else {
-        listener_config.host.clone()
+
+    // The controller of a single-node cluster (or of combined mode) starts with the broker.
+    let controller_stop = CancellationToken::new();
+    let controller_task = start_local_controller(
+        &local_controller,
+        &broker,
+        in_process_listener,
+        storage.clone(),
+        clock.clone(),
+        controller_stop.clone(),
+    )
+    .await?;
+
+    let result = run_broker(broker.clone(), jobs, shutdown, on_ready).await;
+    let closing = broker.clone();
+    let closed = tokio::task::spawn_blocking(move || closing.shutdown()).await;
+    controller_stop.cancel();
+    if let Some(task) = controller_task {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "the in-process controller stopped with an error"),
+            Err(e) => warn!(error = %e, "the in-process controller task failed"),
+        }
+    }
+    result?;
+    closed??;
+    Ok(())
+}
+
+async fn start_local_controller(
+    local: &LocalController,
+    broker: &Arc<Broker>,
+    in_process_listener: Option<crate::net::MemListener>,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    stop: CancellationToken,
+) -> anyhow::Result<
+    Option<tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>>>,
+> {
+    let dir_for = |config: &ControllerServerConfig| {
+        if config.metadata_log_dir == broker.first_log_dir()
+            || broker.config.log_dirs.contains(&config.metadata_log_dir)
+        {
+            MetadataDir::SharedWithBroker {
+                cluster_id: broker.cluster_id.clone(),
+            }
+        } else {
+            MetadataDir::Own
+        }
     };
-    let listener = TcpListener::bind((bind_host.as_str(), listener_config.port))
+    let network = broker.network().clone();
+    match local {
+        LocalController::None => Ok(None),
+        LocalController::InProcess(config) => {
+            let listener = in_process_listener
+                .ok_or_else(|| anyhow::anyhow!("the in-process controller has no listener"))?;
+            let endpoint = config.listener.clone();
+            let (config, dir) = (config.clone(), dir_for(config));
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(async move {
+                controller_server::serve(
+                    config,
+                    dir,
+                    storage,
+                    clock,
+                    network,
+                    listener,
+                    endpoint,
+                    stop,
+                    move || {
+                        let _ = ready_tx.send(());
+                    },
+                )
+                .await
+            });
+            let _ = ready_rx.await;
+            Ok(Some(task))
+        }
+        LocalController::Combined(config) => {
+            let (listener, endpoint) = controller_server::bind_tcp(config).await?;
+            let (config, dir) = (config.clone(), dir_for(config));
+            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(async move {
+                controller_server::serve(
+                    config,
+                    dir,
+                    storage,
+                    clock,
+                    network,
+                    listener,
+                    endpoint,
+                    stop,
+                    move || {
+                        let _ = ready_tx.send(());
+                    },
+                )
+                .await
+            });
+            let _ = ready_rx.await;
+            Ok(Some(task))
+        }
+    }
+}
+
+/// The broker's own run: bind, register, follow metadata, serve, replicate, stop.
+async fn run_broker(
+    broker: Arc<Broker>,
+    jobs: tokio::sync::mpsc::UnboundedReceiver<AlterPartitionJob>,
+    shutdown: CancellationToken,
+    on_ready: impl FnOnce(&Ready),
+) -> anyhow::Result<()> {
+    let config = broker.config.clone();
+    let listener_config = config.listeners[0].clone();
+    // Bound now (the registration carries the port), served once the broker is unfenced;
+    // clients connecting before then wait in the accept queue.
+    let (listener, port) = broker
+        .network()
+        .listen(&listener_config.host, listener_config.port)
         .await
         .map_err(|e| {
-            anyhow::anyhow!("cannot listen on {bind_host}:{}: {e}", listener_config.port)
+            anyhow::anyhow!(
+                "cannot listen on {}:{}: {e}",
+                listener_config.host,
+                listener_config.port
+            )
         })?;
-    let local_addr = listener.local_addr()?;
-    let port = if advertised.port == 0 {
-        local_addr.port()
-    } else {
-        advertised.port
-    };
+    let mut advertised = config.advertised().clone();
+    if advertised.port == 0 {
+        advertised.port = port;
+    }
     let ready = Ready {
-        local_addr,
-        bootstrap: format!("{}:{port}", advertised.host),
+        port,
+        bootstrap: format!("{}:{}", advertised.host, advertised.port),
     };
+
+    // Register (retrying until the controller answers or we are told to stop).
+    let registration = Registration {
+        broker_id: config.node_id,
+        cluster_id: broker.cluster_id.clone(),
+        incarnation_id: Uuid::new_v4(),
+        listeners: vec![Listener {
+            name: advertised.name.clone(),
+            host: advertised.host.clone(),
+            port: advertised.port,
+        }],
+        rack: None,
+        log_dir_ids: broker.log_dir_ids(),
+        previous_broker_epoch: match broker.previous_shutdown {
+            PreviousShutdown::Clean { broker_epoch } => Some(broker_epoch),
+            PreviousShutdown::Unclean => None,
+        },
+    };
+    let Some((mut control, broker_epoch)) = register(&broker, &registration, &shutdown).await
+    else {
+        return Ok(());
+    };
+    broker.set_broker_epoch(broker_epoch);
     info!(
-        node_id = broker.config.node_id,
+        node_id = config.node_id,
         cluster_id = %broker.cluster_id,
-        broker_epoch = broker.broker_epoch,
-        %local_addr,
-        "broker started"
+        broker_epoch,
+        "registered with the controller"
+    );
+
+    // Follow the metadata log; apply images once they include our registration.
+    let tasks = CancellationToken::new();
+    let (applied_tx, mut applied_rx) = tokio::sync::watch::channel::<Option<i64>>(None);
+    let follow_task = tokio::spawn(follow_metadata(
+        broker.clone(),
+        MetadataOffset(broker_epoch),
+        applied_tx,
+        tasks.clone(),
+    ));
+
+    // Heartbeat until unfenced.
+    let mut attempt = 0u32;
+    let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
+    loop {
+        let applied = *applied_rx.borrow_and_update();
+        match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
+        {
+            Ok(state) if !state.is_fenced && applied.is_some() => break,
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "heartbeat failed; reconnecting");
+                control = reconnect(&broker, &shutdown, &mut attempt).await?;
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => {
+                tasks.cancel();
+                let _ = follow_task.await;
+                return Ok(());
+            }
+            _ = applied_rx.changed() => {}
+            () = tokio::time::sleep(interval.min(Duration::from_millis(200))) => {}
+        }
+    }
+
+    // Give the controller a moment to elect leaders for what this broker hosts (a restarted
+    // single-node cluster has no leader until its controller sees the broker back), so clients
+    // starting now find them; bounded, since a partition may rightly stay leaderless.
+    let settle = tokio::time::Instant::now() + Duration::from_millis(STARTUP_SETTLE_MAX_MS);
+    let mut images = broker.subscribe_image_changes();
+    while !broker.all_hosted_partitions_led() && tokio::time::Instant::now() < settle {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            _ = images.changed() => {}
+            () = tokio::time::sleep_until(settle) => break,
+        }
+    }
+    info!(
+        node_id = config.node_id,
+        port, broker_epoch, "broker started"
     );
     on_ready(&ready);
 
-    let tasks = CancellationToken::new();
-    let server_task = tokio::spawn(server::serve(listener, broker.clone(), shutdown.clone()));
-    let background = spawn_background(broker.clone(), tasks.clone());
+    let serve_stop = CancellationToken::new();
+    let server_task = tokio::spawn(server::serve(listener, broker.clone(), serve_stop.clone()));
+    let mut background = spawn_background(broker.clone(), tasks.clone());
+    background.push(tokio::spawn(crate::cluster::fetcher::run(
+        broker.clone(),
+        tasks.clone(),
+    )));
+    background.push(tokio::spawn(send_alter_partitions(
+        broker.clone(),
+        jobs,
+        tasks.clone(),
+    )));
+    background.push(tokio::spawn(tick_leaders(broker.clone(), tasks.clone())));
 
-    shutdown.cancelled().await;
+    // Heartbeat while serving; on shutdown, controlled shutdown first.
+    let mut fenced_logged = false;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let applied = *applied_rx.borrow();
+        match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
+        {
+            Ok(state) => {
+                if state.is_fenced && !fenced_logged {
+                    warn!("the controller fenced this broker (missed heartbeats?); heartbeating to be unfenced");
+                }
+                fenced_logged = state.is_fenced;
+            }
+            Err(e) => {
+                warn!(error = %e, "heartbeat failed; reconnecting");
+                match reconnect(&broker, &shutdown, &mut attempt).await {
+                    Ok(c) => control = c,
+                    Err(_) => break,
+                }
+            }
+        }
+    }
     info!("shutting down");
+    if config.controlled_shutdown_enable {
+        controlled_shutdown(&broker, &mut control, broker_epoch, &applied_rx).await;
+    }
+    serve_stop.cancel();
     tasks.cancel();
     let _ = server_task.await;
+    let _ = follow_task.await;
     for task in background {
         let _ = task.await;
     }
-    let closing = broker.clone();
-    tokio::task::spawn_blocking(move || closing.shutdown()).await??;
     Ok(())
+}
+
+/// Registers, retrying with back-off; `None` if shutdown came first.
+async fn register(
+    broker: &Broker,
+    registration: &Registration,
+    shutdown: &CancellationToken,
+) -> Option<(Connection<BoxStream>, i64)> {
+    let mut attempt = 0;
+    loop {
+        let outcome = async {
+            let mut connection = connect_controller(broker).await?;
+            let epoch = lifecycle::register(&mut connection, registration).await?;
+            anyhow::Ok((connection, epoch))
+        }
+        .await;
+        match outcome {
+            Ok(done) => return Some(done),
+            Err(e) => {
+                if attempt % 10 == 0 {
+                    warn!(error = %e, "cannot register with the controller yet; retrying");
+                }
+            }
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
+        }
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+async fn connect_controller(broker: &Broker) -> anyhow::Result<Connection<BoxStream>> {
+    let client_id = format!("keel-broker-{}-lifecycle", broker.node_id());
+    let mut last = None;
+    for voter in broker.controller_voters() {
+        match Connection::connect(broker.network().as_ref(), voter, &client_id).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map_or_else(|| anyhow::anyhow!("no controller configured"), Into::into))
+}
+
+async fn reconnect(
+    broker: &Broker,
+    shutdown: &CancellationToken,
+    attempt: &mut u32,
+) -> anyhow::Result<Connection<BoxStream>> {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => anyhow::bail!("shutting down"),
+            () = tokio::time::sleep(lifecycle::reconnect_backoff(*attempt)) => {}
+        }
+        *attempt = attempt.saturating_add(1);
+        if let Ok(c) = connect_controller(broker).await {
+            *attempt = 0;
+            return Ok(c);
+        }
+    }
+}
+
+/// Fetches the metadata log and applies each new image (from the one that includes this
+/// broker's registration on); publishes the applied offset for heartbeats.
+async fn follow_metadata(
+    broker: Arc<Broker>,
+    registered_at: MetadataOffset,
+    applied: tokio::sync::watch::Sender<Option<i64>>,
+    stop: CancellationToken,
+) {
+    let mut follower = MetadataFollower::new();
+    let mut connection: Option<Connection<BoxStream>> = None;
+    let mut attempt = 0u32;
+    let client_id = format!("keel-broker-{}-metadata", broker.node_id());
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        if connection.is_none() {
+            let mut connected = None;
+            for voter in broker.controller_voters() {
+                if let Ok(c) =
+                    Connection::connect(broker.network().as_ref(), voter, &client_id).await
+                {
+                    connected = Some(c);
+                    break;
+                }
+            }
+            match connected {
+                Some(c) => {
+                    connection = Some(c);
+                    attempt = 0;
+                }
+                None => {
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
+                    }
+                    attempt = attempt.saturating_add(1);
+                    continue;
+                }
+            }
+        }
+        let conn = connection.as_mut().expect("connected above");
+        let fetched = tokio::select! {
+            () = stop.cancelled() => return,
+            fetched = follower.fetch_once(conn, broker.node_id()) => fetched,
+        };
+        match fetched {
+            Ok(0) => {}
+            Ok(_) => {
+                if follower.next_offset() > registered_at {
+                    let image = follower.snapshot();
+                    let applying = broker.clone();
+                    match tokio::task::spawn_blocking(move || applying.apply_image(image)).await {
+                        Ok(Ok(())) => {
+                            applied.send_replace(follower.applied_offset());
+                        }
+                        Ok(Err(e)) => {
+                            warn!(error = %e, "cannot apply the metadata image; retrying");
+                            follower = MetadataFollower::new();
+                            connection = None;
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                        }
+                        Err(e) => warn!(error = %e, "metadata apply task failed"),
+                    }
+                }
+            }
+            Err(e) => {
+                warn!(error = %e, "metadata fetch failed; reconnecting");
+                connection = None;
+            }
+        }
+    }
+}
+
+/// Controlled shutdown (Kafka's KRaft broker): heartbeat with `WantShutDown` until the
+/// controller, having moved every leadership away and taken this broker out of the ISRs, says
+/// it may stop — while still serving, so in-flight produce requests complete and followers
+/// catch up to the new leaders.
+async fn controlled_shutdown(
+    broker: &Broker,
+    control: &mut Connection<BoxStream>,
+    broker_epoch: i64,
+    applied: &tokio::sync::watch::Receiver<Option<i64>>,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(CONTROLLED_SHUTDOWN_MAX_MS);
+    loop {
+        let offset = *applied.borrow();
+        match lifecycle::heartbeat(control, broker.node_id(), broker_epoch, offset, true).await {
+            Ok(state) if state.should_shut_down => {
+                info!("controlled shutdown complete: the controller moved every leadership away");
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %e, "controlled shutdown: heartbeat failed; stopping without it");
+                return;
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            warn!("controlled shutdown did not complete in time; stopping anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(CONTROLLED_SHUTDOWN_POLL_MS)).await;
+    }
+}
+
+/// Sends the leader core's AlterPartition proposals (v3, ISR with broker epochs) and feeds the
+/// answers back; a failure answers every proposal of the batch with a retriable error.
+async fn send_alter_partitions(
+    broker: Arc<Broker>,
+    mut jobs: tokio::sync::mpsc::UnboundedReceiver<AlterPartitionJob>,
+    stop: CancellationToken,
+) {
+    loop {
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            job = jobs.recv() => match job {
+                Some(job) => job,
+                None => return,
+            },
+        };
+        let mut batch = vec![first];
+        while let Ok(job) = jobs.try_recv() {
+            batch.push(job);
+        }
+        let mut topics: Vec<WireTopic> = Vec::new();
+        for job in &batch {
+            let partition = WirePartition::default()
+                .with_partition_index(job.partition)
+                .with_leader_epoch(job.proposal.leader_epoch.0)
+                .with_partition_epoch(job.proposal.partition_epoch.0)
+                .with_leader_recovery_state(0)
+                .with_new_isr_with_epochs(
+                    job.proposal
+                        .new_isr
+                        .iter()
+                        .map(|m| {
+                            WireIsrMember::default()
+                                .with_broker_id(BrokerId(m.broker.0))
+                                .with_broker_epoch(m.broker_epoch.map_or(-1, |e: BrokerEpoch| e.0))
+                        })
+                        .collect(),
+                );
+            match topics.iter_mut().find(|t| t.topic_id == job.topic_id) {
+                Some(topic) => topic.partitions.push(partition),
+                None => topics.push(
+                    WireTopic::default()
+                        .with_topic_id(job.topic_id)
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let request = AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(broker.node_id()))
+            .with_broker_epoch(broker.broker_epoch())
+            .with_topics(topics);
+        let answer: Result<WireAlterPartitionResponse, _> = tokio::select! {
+            () = stop.cancelled() => return,
+            // v3 (NewIsrWithEpochs, KIP-903): Keel's and Kafka 4's controllers serve it.
+            answer = broker.controller().call(ApiKey::AlterPartition, 3, 3, &request) => answer,
+        };
+        for job in &batch {
+            let response = match &answer {
+                Err(e) => {
+                    warn!(partition = %job.tp, error = %e, "AlterPartition not answered; will retry");
+                    AlterPartitionResponse::Error(ErrorCode::RequestTimedOut)
+                }
+                Ok(r) if r.error_code != 0 => {
+                    AlterPartitionResponse::Error(ErrorCode::from_code(r.error_code))
+                }
+                Ok(r) => r
+                    .topics
+                    .iter()
+                    .filter(|t| t.topic_id == job.topic_id)
+                    .flat_map(|t| t.partitions.iter())
+                    .find(|p| p.partition_index == job.partition)
+                    .map_or(
+                        AlterPartitionResponse::Error(ErrorCode::UnknownTopicOrPartition),
+                        |p| {
+                            if p.error_code != 0 {
+                                AlterPartitionResponse::Error(ErrorCode::from_code(p.error_code))
+                            } else {
+                                AlterPartitionResponse::Committed {
+                                    leader_epoch: keel_replication::LeaderEpoch(p.leader_epoch),
+                                    partition_epoch: keel_replication::PartitionEpoch(
+                                        p.partition_epoch,
+                                    ),
+                                    isr: p
+                                        .isr
+                                        .iter()
+                                        .map(|b| keel_replication::BrokerId(b.0))
+                                        .collect(),
+                                }
+                            }
+                        },
+                    ),
+            };
+            broker.on_alter_partition_answer(job, response);
+        }
+    }
+}
+
+async fn tick_leaders(broker: Arc<Broker>, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(Duration::from_millis(REPLICA_TICK_MS));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticker.tick() => broker.tick_leaders(),
+        }
+    }
 }
 
 fn spawn_background(

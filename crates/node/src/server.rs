@@ -7,7 +7,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use keel_wire::request;
 use keel_wire::response;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
@@ -20,6 +19,11 @@ pub struct BrokerHandler(pub Arc<Broker>);
 
 impl RequestHandler for BrokerHandler {
     async fn handle(&self, frame: Bytes) -> Reply {
+        if keel_wire::keel_rpc::peek_api_key(&frame)
+            == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)
+        {
+            return handlers::replica_log_info::handle(&self.0, frame);
+        }
         match request::decode(frame) {
             Ok(decoded) => match handlers::dispatch(&self.0, decoded).await {
                 Ok(reply) => reply,
@@ -37,7 +41,11 @@ impl RequestHandler for BrokerHandler {
 }
 
 /// Accepts broker connections until `shutdown` is cancelled, then stops every connection.
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>, shutdown: CancellationToken) {
+pub async fn serve<L: crate::net::Listener>(
+    listener: L,
+    broker: Arc<Broker>,
+    shutdown: CancellationToken,
+) {
     let max_bytes = broker.config.socket_request_max_bytes;
     connection::serve(listener, BrokerHandler(broker), max_bytes, shutdown).await;
 }

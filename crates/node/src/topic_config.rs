@@ -161,6 +161,9 @@ pub fn is_broker_synonym(key: &str) -> bool {
 
 /// Checks and normalizes `value` for topic config `name`.
 pub fn validate(name: &str, value: &str) -> Result<String, String> {
+    if name == TEST_LOSE_UNFLUSHED_KEY {
+        return validate_kind(Kind::Boolean, value);
+    }
     let def = definition(name).ok_or_else(|| format!("unknown topic config {name}"))?;
     validate_kind(def.kind, value)
 }
@@ -191,7 +194,7 @@ fn validate_kind(kind: Kind, value: &str) -> Result<String, String> {
     }
 }
 
-/// Test-only broker property: on a start after an unclean shutdown, truncate every log to its
+/// Test-only broker property (also accepted as a topic config, for one topic): on a start after an unclean shutdown, truncate every log to its
 /// last flush, as if the machine had lost its page cache (`kill -9` keeps it). Issue 4's
 /// fault knob for reproducing the seeds' "unclean shutdown with data loss" with real processes.
 pub const TEST_LOSE_UNFLUSHED_KEY: &str = "keel.test.lose.unflushed.data.on.unclean.start";
@@ -260,7 +263,7 @@ impl Source {
 }
 
 /// A topic's configuration: its overrides on top of the broker's defaults.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EffectiveTopicConfig {
     values: BTreeMap<&'static str, (String, Source)>,
     /// The broker's test-only fault knob ([`TEST_LOSE_UNFLUSHED_KEY`]).
@@ -287,8 +290,9 @@ impl EffectiveTopicConfig {
         }
         let mut config = EffectiveTopicConfig {
             values,
-            test_lose_unflushed: broker_defaults
+            test_lose_unflushed: overrides
                 .get(TEST_LOSE_UNFLUSHED_KEY)
+                .or_else(|| broker_defaults.get(TEST_LOSE_UNFLUSHED_KEY))
                 .is_some_and(|v| v == "true"),
         };
         if !config.values.contains_key("unclean.recovery.strategy") {

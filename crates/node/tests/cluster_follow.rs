@@ -26,7 +26,6 @@ use keel_wire::kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -84,20 +83,25 @@ fn registration(
 struct TestBroker {
     id: i32,
     epoch: i64,
-    control: Connection<TcpStream>,
-    fetch: Connection<TcpStream>,
+    control: Connection<keel_node::net::BoxStream>,
+    fetch: Connection<keel_node::net::BoxStream>,
     follower: MetadataFollower,
 }
 
 impl TestBroker {
     async fn start(addr: SocketAddr, reg: Registration) -> TestBroker {
-        let mut control = Connection::connect(&addr.to_string(), "broker")
-            .await
-            .unwrap();
+        let mut control =
+            Connection::connect(&keel_node::net::TcpNetwork, &addr.to_string(), "broker")
+                .await
+                .unwrap();
         let epoch = register(&mut control, &reg).await.unwrap();
-        let fetch = Connection::connect(&addr.to_string(), "broker-metadata")
-            .await
-            .unwrap();
+        let fetch = Connection::connect(
+            &keel_node::net::TcpNetwork,
+            &addr.to_string(),
+            "broker-metadata",
+        )
+        .await
+        .unwrap();
         TestBroker {
             id: reg.broker_id,
             epoch,
@@ -154,7 +158,7 @@ impl TestBroker {
 }
 
 async fn create_topic(addr: SocketAddr, name: &str) -> CreateTopicsResponse {
-    let mut admin = Connection::connect(&addr.to_string(), "admin")
+    let mut admin = Connection::connect(&keel_node::net::TcpNetwork, &addr.to_string(), "admin")
         .await
         .unwrap();
     let request = CreateTopicsRequest::default()

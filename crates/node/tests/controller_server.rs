@@ -39,7 +39,7 @@ use uuid::Uuid;
 const CLUSTER: &str = "ctl-test-cluster";
 const NODE: i32 = 3000;
 
-type Conn = Connection<TcpStream>;
+type Conn = Connection<keel_node::net::BoxStream>;
 
 fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
@@ -105,9 +105,13 @@ async fn start(dir: &Path, extra: &[(&str, &str)]) -> Running {
 }
 
 async fn connect(addr: SocketAddr) -> Conn {
-    Connection::connect(&addr.to_string(), "controller-test")
-        .await
-        .unwrap()
+    Connection::connect(
+        &keel_node::net::TcpNetwork,
+        &addr.to_string(),
+        "controller-test",
+    )
+    .await
+    .unwrap()
 }
 
 fn incarnation(broker: i32) -> Uuid {

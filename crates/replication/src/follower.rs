@@ -12,9 +12,9 @@
 //!   older epoch, to its own end offset for that one (the next fetch continues the search);
 //!   if it has none, to the leader's end offset; if the leader knew no epoch, to its own high
 //!   watermark. Never past its own log end offset.
-//! - `FENCED_LEADER_EPOCH`, `NOT_LEADER_OR_FOLLOWER`, `UNKNOWN_LEADER_EPOCH` → stop fetching
-//!   until metadata names a newer leader epoch; any other error → back off
-//!   `replica.fetch.backoff.ms`.
+//! - `FENCED_LEADER_EPOCH` → stop fetching until metadata names a newer leader epoch; any other
+//!   error (`NOT_LEADER_OR_FOLLOWER` and `UNKNOWN_LEADER_EPOCH` included: the leader may not
+//!   have applied the metadata yet) → back off `replica.fetch.backoff.ms` and retry.
 
 use crate::config::ReplicationConfig;
 use crate::epochs::EpochView;
@@ -316,9 +316,10 @@ impl FollowerPartition {
 
     fn on_error(&mut self, error: ErrorCode, now_ms: u64) -> Vec<FollowerCommand> {
         match error {
-            ErrorCode::FencedLeaderEpoch
-            | ErrorCode::NotLeaderOrFollower
-            | ErrorCode::UnknownLeaderEpoch => {
+            // Our leader epoch is stale: only new metadata helps (Kafka's onPartitionFenced).
+            // NOT_LEADER_OR_FOLLOWER and UNKNOWN_LEADER_EPOCH mean the leader has not applied
+            // the metadata we have yet: retry after the back-off, as Kafka's fetcher does.
+            ErrorCode::FencedLeaderEpoch => {
                 self.state = FetchState::AwaitingMetadata;
                 vec![FollowerCommand::AwaitMetadata { error }]
             }
@@ -516,11 +517,13 @@ mod tests {
 
     #[test]
     fn fetch_error_table() {
-        // Issue 4: fenced / not leader / unknown epoch → wait for metadata; others back off.
+        // Issue 4: fenced → wait for metadata; others back off and retry (a leader that has
+        // not applied the new metadata yet answers NOT_LEADER_OR_FOLLOWER or
+        // UNKNOWN_LEADER_EPOCH; waiting for newer metadata would stall the follower forever).
         let rows: &[(ErrorCode, bool)] = &[
             (ErrorCode::FencedLeaderEpoch, true),
-            (ErrorCode::NotLeaderOrFollower, true),
-            (ErrorCode::UnknownLeaderEpoch, true),
+            (ErrorCode::NotLeaderOrFollower, false),
+            (ErrorCode::UnknownLeaderEpoch, false),
             (ErrorCode::OffsetOutOfRange, false),
             (ErrorCode::UnknownTopicOrPartition, false),
             (ErrorCode::Other(13), false),

@@ -248,9 +248,11 @@ impl Controller {
             .brokers()
             .values()
             .filter(|b| b.state != BrokerState::Fenced)
+            // No session: expired (`Controller::expire_session`).
             .filter(|b| {
-                let last = *self.sessions.entry(b.id).or_insert(now_ms);
-                now_ms >= last + timeout
+                self.sessions
+                    .get(&b.id)
+                    .is_none_or(|last| now_ms >= last + timeout)
             })
             .map(|b| b.id)
             .collect();

@@ -145,6 +145,14 @@ impl Controller {
         }
     }
 
+    /// Ends a broker's heartbeat session as if it had expired: the next tick fences the broker
+    /// unless it heartbeats first, and a new incarnation may register at once. For a shell
+    /// that knows the broker's process is gone (it shares the controller's process, which just
+    /// started).
+    pub fn expire_session(&mut self, broker: BrokerId) {
+        self.sessions.remove(&broker);
+    }
+
     /// The replayed image.
     pub fn image(&self) -> &ClusterImage {
         &self.image

@@ -7,7 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{Log, LEADER_EPOCH_CHECKPOINT_FILE};
+use super::{Log, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
 use crate::checkpoint::read_epoch_checkpoint;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
@@ -295,7 +295,7 @@ fn discover_segments(
             .or_else(|| parse_segment_file_name(name, TIME_INDEX_FILE_SUFFIX))
         {
             indexes.push((base, name));
-        } else if name != LEADER_EPOCH_CHECKPOINT_FILE {
+        } else if name != LEADER_EPOCH_CHECKPOINT_FILE && name != PARTITION_METADATA_FILE {
             tracing::warn!(dir = %dir.display(), file = name, "ignoring unknown file in log directory");
         }
     }

@@ -45,6 +45,8 @@ pub const FLUSHED_OFFSET_FILE: &str = "flushed-offset.keel-test";
 
 /// File name of the per-partition leader epoch checkpoint.
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+/// Kafka's per-partition file naming the partition's topic id (written by the broker).
+pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
 /// What an append did.
 #[derive(Debug, Clone, PartialEq, Eq)]

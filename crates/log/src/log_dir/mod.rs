@@ -304,6 +304,18 @@ impl LogDir {
         now_ms: i64,
         config_for: &dyn Fn(&TopicPartition) -> LogConfig,
     ) -> Result<LoadedLogs, LogError> {
+        self.load_logs_except(clean_shutdown, now_ms, config_for, &[])
+    }
+
+    /// [`LogDir::load_logs`], leaving the directories named in `skip` alone (the metadata
+    /// log's, when it shares the directory).
+    pub fn load_logs_except(
+        &self,
+        clean_shutdown: bool,
+        now_ms: i64,
+        config_for: &dyn Fn(&TopicPartition) -> LogConfig,
+        skip: &[&str],
+    ) -> Result<LoadedLogs, LogError> {
         let recovery_points = self.read_recovery_points()?;
         let log_start_offsets = self.read_log_start_offsets()?;
         let high_watermarks = self.read_high_watermarks()?;
@@ -313,7 +325,10 @@ impl LogDir {
             .map_err(LogError::io("list", &self.path))?;
         let mut logs = BTreeMap::new();
         let mut skipped = Vec::new();
-        for entry in entries.into_iter().filter(|e| e.is_dir) {
+        for entry in entries
+            .into_iter()
+            .filter(|e| e.is_dir && !skip.contains(&e.name.as_str()))
+        {
             let Some(tp) = TopicPartition::parse_dir_name(&entry.name) else {
                 tracing::warn!(dir = %self.path.display(), name = %entry.name,
                     "skipping directory that is not <topic>-<partition>");

@@ -3,6 +3,8 @@
 //! `ClusterImage` ([`follower`]). Replication and the wiring into `keel server` come next; until
 //! then these run only in tests.
 
+pub mod controller_channel;
+pub mod fetcher;
 pub mod follower;
 pub mod lifecycle;
 

@@ -43,6 +43,9 @@ pub const DEFAULT_REPLICATION_FACTOR: &str = "default.replication.factor";
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 /// `socket.request.max.bytes`.
 pub const SOCKET_REQUEST_MAX_BYTES: &str = "socket.request.max.bytes";
+/// `eligible.leader.replicas.enable`: KIP-966's ELR (default on); `false` runs Kafka's classic
+/// ISR rules. Applied when the cluster's metadata has never set it.
+pub const ELIGIBLE_LEADER_REPLICAS_ENABLE: &str = "eligible.leader.replicas.enable";
 
 /// The controller role's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +70,8 @@ pub struct ControllerServerConfig {
     pub min_insync_replicas: Option<usize>,
     /// `socket.request.max.bytes`.
     pub socket_request_max_bytes: usize,
+    /// `eligible.leader.replicas.enable`.
+    pub eligible_leader_replicas_enable: bool,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -207,6 +212,18 @@ impl ControllerServerConfig {
                 SOCKET_REQUEST_MAX_BYTES_DEFAULT,
                 |v| *v > 0,
             )?,
+            eligible_leader_replicas_enable: match props.get(ELIGIBLE_LEADER_REPLICAS_ENABLE) {
+                None => true,
+                Some(text) => {
+                    keel_controller::config::parse_bool(text.trim()).ok_or_else(|| {
+                        invalid(
+                            ELIGIBLE_LEADER_REPLICAS_ENABLE,
+                            text,
+                            "must be true or false",
+                        )
+                    })?
+                }
+            },
         })
     }
 }

@@ -8,13 +8,13 @@ use bytes::Bytes;
 use keel_wire::request;
 use keel_wire::response;
 use keel_wire::versions::ListenerKind;
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::dispatch;
 use super::state::ControllerHandle;
 use super::Settings;
 use crate::connection::{self, Reply, RequestHandler};
+use crate::net::Listener;
 
 /// Answers controller requests by sending events to the controller task.
 #[derive(Debug, Clone)]
@@ -47,8 +47,8 @@ impl RequestHandler for ControllerHandler {
 }
 
 /// Accepts connections until `shutdown` is cancelled, then aborts them all.
-pub(super) async fn serve(
-    listener: TcpListener,
+pub(super) async fn serve<L: Listener>(
+    listener: L,
     handle: ControllerHandle,
     settings: Arc<Settings>,
     shutdown: CancellationToken,

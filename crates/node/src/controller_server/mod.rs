@@ -32,6 +32,7 @@ mod dispatch;
 mod elect_leaders;
 mod membership;
 mod metadata_fetch;
+mod recovery;
 pub mod state;
 mod topics;
 
@@ -92,49 +93,21 @@ pub(crate) struct Settings {
     pub socket_request_max_bytes: usize,
 }
 
-/// Runs the controller role until `shutdown` is cancelled: opens the formatted metadata log
-/// directory (`meta.properties` gives the cluster id; the directory's `.lock` is held), replays
-/// `__cluster_metadata-0`, binds the controller listener, calls `on_ready` with the bound
-/// address, and serves. Returns when every connection has stopped, or with the error that
-/// stopped the controller (a metadata log failure stops it: it cannot decide without its log).
-pub async fn run(
-    config: ControllerServerConfig,
-    storage: Arc<dyn Storage>,
-    clock: Arc<dyn Clock>,
-    shutdown: CancellationToken,
-    on_ready: impl FnOnce(SocketAddr),
-) -> Result<(), ControllerServerError> {
-    let dir_error = |source| ControllerServerError::Dir {
-        path: config.metadata_log_dir.display().to_string(),
-        source,
-    };
-    let dir = LogDir::open(
-        storage.clone(),
-        &config.metadata_log_dir,
-        None,
-        config.node_id,
-    )
-    .map_err(dir_error)?;
-    let cluster_id = dir.meta().cluster_id.clone();
-    let now_ms = u64::try_from(clock.now_ms()).unwrap_or(0);
-    let log = LocalMetadataLog::open(storage, dir.path(), clock.now_ms())?;
-    let controller_config = ControllerConfig {
-        cluster_id: cluster_id.clone(),
-        session_timeout_ms: config.broker_session_timeout_ms,
-    };
-    let (active, commands) =
-        ActiveController::open_at(log, controller_config, CONTROLLER_EPOCH, now_ms)?;
-    state::log_commands(&commands);
-    let end = active.controller().next_offset();
-    info!(
-        node_id = config.node_id,
-        %cluster_id,
-        end_offset = end.0,
-        brokers = active.controller().image().brokers().len(),
-        topics = active.controller().image().topics().len(),
-        "controller replayed the metadata log"
-    );
+/// Where the controller's metadata log directory comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataDir {
+    /// The controller opens (and locks) `metadata.log.dir` itself.
+    Own,
+    /// Combined mode: the broker of this process already opened and locked this directory
+    /// (its first log directory); the controller uses it with the broker's cluster id.
+    SharedWithBroker { cluster_id: String },
+}
 
+/// Binds the controller listener named by the config on TCP; returns it with the advertised
+/// endpoint (the bound port when the config says 0).
+pub async fn bind_tcp(
+    config: &ControllerServerConfig,
+) -> Result<(TcpListener, Listener), ControllerServerError> {
     let bind_addr = format!("{}:{}", config.listener.host, config.listener.port);
     let listener =
         TcpListener::bind(&bind_addr)
@@ -154,6 +127,93 @@ pub async fn run(
     if endpoint.host.is_empty() {
         endpoint.host = local.ip().to_string();
     }
+    Ok((listener, endpoint))
+}
+
+/// Runs the controller role on its TCP listener until `shutdown` is cancelled (see
+/// [`serve`]); `on_ready` gets the bound address.
+pub async fn run(
+    config: ControllerServerConfig,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    shutdown: CancellationToken,
+    on_ready: impl FnOnce(SocketAddr),
+) -> Result<(), ControllerServerError> {
+    let (listener, endpoint) = bind_tcp(&config).await?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| ControllerServerError::Bind {
+            addr: format!("{}:{}", endpoint.host, endpoint.port),
+            source,
+        })?;
+    serve(
+        config,
+        MetadataDir::Own,
+        storage,
+        clock,
+        Arc::new(crate::net::TcpNetwork),
+        listener,
+        endpoint,
+        shutdown,
+        || on_ready(local),
+    )
+    .await
+}
+
+/// Runs the controller role on `listener` until `shutdown` is cancelled: opens the formatted
+/// metadata log directory (`meta.properties` gives the cluster id; the directory's `.lock` is
+/// held) unless the broker of this process shares it, replays `__cluster_metadata-0`, applies
+/// `eligible.leader.replicas.enable` on a cluster that never set it, calls `on_ready`, and
+/// serves. Returns when every connection has stopped, or with the error that stopped the
+/// controller (a metadata log failure stops it: it cannot decide without its log).
+#[allow(clippy::too_many_arguments)]
+pub async fn serve<L: crate::net::Listener>(
+    config: ControllerServerConfig,
+    dir: MetadataDir,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    network: Arc<dyn crate::net::Network>,
+    listener: L,
+    endpoint: Listener,
+    shutdown: CancellationToken,
+    on_ready: impl FnOnce(),
+) -> Result<(), ControllerServerError> {
+    let dir_error = |source| ControllerServerError::Dir {
+        path: config.metadata_log_dir.display().to_string(),
+        source,
+    };
+    let (owned_dir, cluster_id) = match dir {
+        MetadataDir::Own => {
+            let dir = LogDir::open(
+                storage.clone(),
+                &config.metadata_log_dir,
+                None,
+                config.node_id,
+            )
+            .map_err(dir_error)?;
+            let cluster_id = dir.meta().cluster_id.clone();
+            (Some(dir), cluster_id)
+        }
+        MetadataDir::SharedWithBroker { cluster_id } => (None, cluster_id),
+    };
+    let now_ms = u64::try_from(clock.now_ms()).unwrap_or(0);
+    let log = LocalMetadataLog::open(storage, &config.metadata_log_dir, clock.now_ms())?;
+    let controller_config = ControllerConfig {
+        cluster_id: cluster_id.clone(),
+        session_timeout_ms: config.broker_session_timeout_ms,
+    };
+    let (active, commands) =
+        ActiveController::open_at(log, controller_config, CONTROLLER_EPOCH, now_ms)?;
+    let end = active.controller().next_offset();
+    info!(
+        node_id = config.node_id,
+        %cluster_id,
+        end_offset = end.0,
+        brokers = active.controller().image().brokers().len(),
+        topics = active.controller().image().topics().len(),
+        "controller replayed the metadata log"
+    );
+
     let settings = Arc::new(Settings {
         node_id: config.node_id,
         cluster_id,
@@ -165,9 +225,28 @@ pub async fn run(
     });
 
     let (handle, events, committed) = state::channels(end);
-    let controller_state = state::ControllerState::new(active, clock, committed);
+    let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut controller_state =
+        state::ControllerState::new(active, clock.clone(), committed, commands_tx);
+    if config.also_broker {
+        // This process's broker starts with its controller: its old session is over.
+        controller_state.expire_session(keel_controller::types::BrokerId(config.node_id));
+    }
+    controller_state.execute(commands);
+    apply_elr_setting(
+        &mut controller_state,
+        config.eligible_leader_replicas_enable,
+    )?;
     // The controller task stops on shutdown or on a fatal error; either way the listener stops.
     let stop = shutdown.child_token();
+    let recovery_task = tokio::spawn(recovery::run(
+        handle.clone(),
+        commands_rx,
+        network,
+        clock,
+        config.node_id,
+        stop.clone(),
+    ));
     let controller_task = tokio::spawn({
         let stop = stop.clone();
         async move {
@@ -176,9 +255,11 @@ pub async fn run(
             result
         }
     });
-    info!(%local, listener = %settings.endpoint.name, "controller listening");
-    on_ready(local);
-    connection::serve(listener, handle, settings, stop).await;
+    info!(host = %settings.endpoint.host, port = settings.endpoint.port, "controller listening");
+    on_ready();
+    connection::serve(listener, handle, settings, stop.clone()).await;
+    stop.cancel();
+    let _ = recovery_task.await;
     let result = match controller_task.await {
         Ok(result) => result.map_err(ControllerServerError::from),
         Err(join) => Err(ControllerServerError::Task(join.to_string())),
@@ -186,6 +267,45 @@ pub async fn run(
     if let Err(e) = &result {
         error!(error = %e, "controller stopped");
     }
-    drop(dir);
+    drop(owned_dir);
     result
+}
+
+/// `eligible.leader.replicas.enable` in the controller's config is the cluster's starting
+/// point (Kafka sets the feature when formatting): it is written once, on a cluster whose
+/// metadata has never set the feature. Later changes go through IncrementalAlterConfigs on the
+/// cluster resource and win over the file.
+fn apply_elr_setting(
+    state: &mut state::ControllerState,
+    enable: bool,
+) -> Result<(), ControllerServerError> {
+    let image = state.controller().image();
+    if image
+        .feature_level(keel_controller::config::ELR_FEATURE)
+        .is_some()
+        || enable
+    {
+        return Ok(());
+    }
+    let change = keel_controller::ConfigChange {
+        name: keel_controller::config::ELR_FEATURE.to_string(),
+        value: Some(enable.to_string()),
+    };
+    let result = state.commit(|c, now_ms| {
+        c.alter_configs(
+            &keel_controller::records::ConfigResource::Cluster,
+            std::slice::from_ref(&change),
+            now_ms,
+        )
+    })?;
+    match result {
+        Ok(()) => {
+            info!("eligible.leader.replicas.enable=false: the cluster runs Kafka's classic ISR rules (no ELR)");
+            Ok(())
+        }
+        Err(e) => Err(ControllerServerError::Task(format!(
+            "cannot apply eligible.leader.replicas.enable=false: {}",
+            e.message
+        ))),
+    }
 }

@@ -15,7 +15,7 @@ use keel_controller::types::MetadataOffset;
 use keel_controller::{Controller, Output};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::active_controller::{ActiveController, ControllerStateError};
 use crate::clock::Clock;
@@ -42,6 +42,8 @@ pub struct ControllerState {
     active: ActiveController<LocalMetadataLog>,
     clock: Arc<dyn Clock>,
     committed: watch::Sender<MetadataOffset>,
+    /// Unclean-recovery commands, executed by the recovery task (`super::recovery`).
+    commands: mpsc::UnboundedSender<Command>,
 }
 
 impl ControllerState {
@@ -50,13 +52,31 @@ impl ControllerState {
         active: ActiveController<LocalMetadataLog>,
         clock: Arc<dyn Clock>,
         committed: watch::Sender<MetadataOffset>,
+        commands: mpsc::UnboundedSender<Command>,
     ) -> Self {
         committed.send_replace(active.log().end_offset());
         ControllerState {
             active,
             clock,
             committed,
+            commands,
         }
+    }
+
+    /// Hands unclean-recovery commands to the recovery task.
+    pub fn execute(&self, commands: Vec<Command>) {
+        for command in commands {
+            debug!(?command, "unclean recovery command");
+            if self.commands.send(command).is_err() {
+                warn!("the recovery task stopped; unclean recovery command dropped");
+            }
+        }
+    }
+
+    /// The co-located broker of a combined-mode or single-node process is not running when
+    /// its controller starts (they start together): its old session is over.
+    pub fn expire_session(&mut self, broker: keel_controller::types::BrokerId) {
+        self.active.expire_session(broker);
     }
 
     /// Wall-clock milliseconds for the controller (never negative).
@@ -83,7 +103,7 @@ impl ControllerState {
         let now_ms = self.now_ms();
         let committed = self.active.run(now_ms, |c| operation(c, now_ms))?;
         self.committed.send_replace(committed.end_offset);
-        log_commands(&committed.commands);
+        self.execute(committed.commands);
         Ok(committed.response)
     }
 
@@ -102,18 +122,6 @@ impl ControllerState {
             info!(%broker, "broker session expired: fenced");
         }
         Ok(())
-    }
-}
-
-/// Unclean recovery commands (`SendGetReplicaLogInfo`, recovery timers) are issue 7's work: the
-/// GetReplicaLogInfo RPC does not exist yet, so they are logged, never dropped silently. The
-/// partitions stay leaderless (visible as such) until a replica becomes electable.
-pub fn log_commands(commands: &[Command]) {
-    for command in commands {
-        warn!(
-            ?command,
-            "unclean recovery command not executed (GetReplicaLogInfo arrives with issue 7)"
-        );
     }
 }
 

@@ -16,7 +16,12 @@ use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 
 use super::str_bytes;
-use crate::broker::Broker;
+use keel_wire::kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use keel_wire::kafka_protocol::messages::ApiKey;
+
+use crate::broker::{Broker, TopicView};
 use crate::error::ApiError;
 use crate::topic_config::{self, Kind, Source};
 
@@ -35,6 +40,9 @@ const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
+
+/// How long a forwarded change waits to appear in this broker's metadata before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
 
 /// Config names whose values are comma-separated lists (APPEND / SUBTRACT apply).
 const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
@@ -207,56 +215,184 @@ fn unsupported_resource(resource_type: i8) -> ApiError {
     )
 }
 
-pub fn incremental_alter(
+pub async fn incremental_alter(
     broker: &Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let outcome = match resource.resource_type {
-                RESOURCE_TOPIC => {
-                    let ops: Vec<(String, i8, Option<String>)> = resource
-                        .configs
-                        .iter()
-                        .map(|c| {
-                            (
-                                c.name.to_string(),
-                                c.config_operation,
-                                c.value.as_ref().map(|v| v.to_string()),
-                            )
-                        })
-                        .collect();
-                    apply_incremental(broker, &resource.resource_name, &ops, request.validate_only)
+    let mut responses = Vec::new();
+    for resource in request.resources {
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => {
+                let ops: Vec<(String, i8, Option<String>)> = resource
+                    .configs
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.name.to_string(),
+                            c.config_operation,
+                            c.value.as_ref().map(|v| v.to_string()),
+                        )
+                    })
+                    .collect();
+                match broker.topic(&resource.resource_name) {
+                    None => Err(unknown_topic(&resource.resource_name)),
+                    Some(topic) => {
+                        let effective = broker.topic_config(&topic);
+                        match apply_ops(&topic.configs, &effective, &ops) {
+                            Ok(new) => {
+                                set_topic_configs(broker, &topic, new, request.validate_only).await
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
                 }
-                RESOURCE_BROKER => Err(dynamic_broker_refused()),
-                other => Err(unsupported_resource(other)),
-            };
-            let response =
-                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                    .with_resource_type(resource.resource_type)
-                    .with_resource_name(resource.resource_name);
-            match outcome {
-                Ok(()) => response.with_error_code(0),
-                Err(e) => response
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str()),
             }
-        })
-        .collect();
+            // The cluster-wide dynamic default (Kafka: the BROKER resource with an empty
+            // name) lives in the controller's metadata.
+            RESOURCE_BROKER if resource.resource_name.is_empty() => {
+                forward_cluster_configs(broker, resource.clone(), request.validate_only).await
+            }
+            RESOURCE_BROKER => Err(dynamic_broker_refused()),
+            other => Err(unsupported_resource(other)),
+        };
+        let response = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name);
+        responses.push(match outcome {
+            Ok(()) => response.with_error_code(0),
+            Err(e) => response
+                .with_error_code(e.code())
+                .with_error_message(e.message_str()),
+        });
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-fn apply_incremental(
+fn unknown_topic(name: &str) -> ApiError {
+    ApiError::new(
+        ResponseError::UnknownTopicOrPartition,
+        format!("Topic '{name}' does not exist."),
+    )
+}
+
+/// Makes `new` the topic's overrides: validated here (Keel's topic configs), then sent to the
+/// controller as SET and DELETE operations, which commits them to the metadata log.
+async fn set_topic_configs(
     broker: &Broker,
-    topic: &str,
-    ops: &[(String, i8, Option<String>)],
+    topic: &TopicView,
+    new: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    broker.update_topic_configs(topic, validate_only, |current| {
-        let effective = broker.topic_config(current);
-        apply_ops(&current.configs, &effective, ops)
+    let new = crate::broker::validate_topic_configs(&new)?;
+    let mut ops: Vec<AlterableConfig> = new
+        .iter()
+        .filter(|(k, v)| topic.configs.get(*k) != Some(*v))
+        .map(|(k, v)| {
+            AlterableConfig::default()
+                .with_name(str_bytes(k.clone()))
+                .with_config_operation(OP_SET)
+                .with_value(Some(str_bytes(v.clone())))
+        })
+        .collect();
+    ops.extend(
+        topic
+            .configs
+            .keys()
+            .filter(|k| !new.contains_key(*k))
+            .map(|k| {
+                AlterableConfig::default()
+                    .with_name(str_bytes(k.clone()))
+                    .with_config_operation(OP_DELETE)
+                    .with_value(None)
+            }),
+    );
+    if ops.is_empty() {
+        return Ok(());
+    }
+    let resource = AlterConfigsResource::default()
+        .with_resource_type(RESOURCE_TOPIC)
+        .with_resource_name(str_bytes(topic.name.clone()))
+        .with_configs(ops);
+    forward_resource(broker, resource, validate_only).await?;
+    if !validate_only {
+        let id = keel_controller::types::TopicId(topic.id);
+        broker
+            .await_image(METADATA_WAIT_MS, |image| {
+                image.topic(id).is_none_or(|t| t.configs == new)
+            })
+            .await;
+    }
+    Ok(())
+}
+
+async fn forward_cluster_configs(
+    broker: &Broker,
+    resource: AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    for config in &resource.configs {
+        if let Some(value) = &config.value {
+            if topic_config::definition(&config.name).is_some() {
+                topic_config::validate(&config.name, value).map_err(|reason| {
+                    ApiError::new(
+                        ResponseError::InvalidConfig,
+                        format!(
+                            "Invalid value {value} for configuration {}: {reason}",
+                            config.name.as_str()
+                        ),
+                    )
+                })?;
+            }
+        }
+    }
+    forward_resource(broker, resource.clone(), validate_only).await?;
+    if !validate_only {
+        broker
+            .await_image(METADATA_WAIT_MS, |image| {
+                resource.configs.iter().all(|c| {
+                    let value = c.value.as_ref().map(|v| v.to_string());
+                    if c.name.as_str() == keel_controller::config::ELR_FEATURE {
+                        let want = value
+                            .as_deref()
+                            .is_none_or(|v| v.eq_ignore_ascii_case("true"));
+                        image.elr_enabled() == want
+                    } else {
+                        image.cluster_configs().get(c.name.as_str()) == value.as_ref()
+                    }
+                })
+            })
+            .await;
+    }
+    Ok(())
+}
+
+/// One resource's IncrementalAlterConfigs, sent to the controller.
+async fn forward_resource(
+    broker: &Broker,
+    resource: AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), ApiError> {
+    let request = IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![resource])
+        .with_validate_only(validate_only);
+    let response: IncrementalAlterConfigsResponse = broker
+        .controller()
+        .call(ApiKey::IncrementalAlterConfigs, 0, 1, &request)
+        .await
+        .map_err(super::controller_unavailable)?;
+    let Some(answer) = response.responses.first() else {
+        return Err(ApiError::new(
+            ResponseError::UnknownServerError,
+            "the controller answered no resource",
+        ));
+    };
+    if answer.error_code == 0 {
+        return Ok(());
+    }
+    Err(ApiError {
+        error: ResponseError::try_from_code(answer.error_code)
+            .unwrap_or(ResponseError::UnknownServerError),
+        message: answer.error_message.as_ref().map(|m| m.to_string()),
     })
 }
 
@@ -268,7 +404,8 @@ fn apply_ops(
 ) -> Result<BTreeMap<String, String>, ApiError> {
     let mut configs = configs.clone();
     for (name, op, value) in ops {
-        if topic_config::definition(name).is_none() {
+        if topic_config::definition(name).is_none() && name != topic_config::TEST_LOSE_UNFLUSHED_KEY
+        {
             return Err(ApiError::new(
                 ResponseError::InvalidConfig,
                 format!("Unknown topic config name: {name}"),
@@ -318,48 +455,45 @@ fn apply_ops(
     Ok(configs)
 }
 
-pub fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
-            let outcome = match resource.resource_type {
-                RESOURCE_TOPIC => {
-                    let mut configs = BTreeMap::new();
-                    let mut null = None;
-                    for c in &resource.configs {
-                        match &c.value {
-                            Some(v) => {
-                                configs.insert(c.name.to_string(), v.to_string());
-                            }
-                            None => null = Some(c.name.to_string()),
+pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    let mut responses = Vec::new();
+    for resource in request.resources {
+        let outcome = match resource.resource_type {
+            RESOURCE_TOPIC => {
+                let mut configs = BTreeMap::new();
+                let mut null = None;
+                for c in &resource.configs {
+                    match &c.value {
+                        Some(v) => {
+                            configs.insert(c.name.to_string(), v.to_string());
                         }
-                    }
-                    match null {
-                        Some(name) => Err(ApiError::new(
-                            ResponseError::InvalidConfig,
-                            format!("Null value not supported for {name}"),
-                        )),
-                        None => broker.set_topic_configs(
-                            &resource.resource_name,
-                            configs,
-                            request.validate_only,
-                        ),
+                        None => null = Some(c.name.to_string()),
                     }
                 }
-                RESOURCE_BROKER => Err(dynamic_broker_refused()),
-                other => Err(unsupported_resource(other)),
-            };
-            let response = alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name);
-            match outcome {
-                Ok(()) => response.with_error_code(0),
-                Err(e) => response
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str()),
+                match (null, broker.topic(&resource.resource_name)) {
+                    (Some(name), _) => Err(ApiError::new(
+                        ResponseError::InvalidConfig,
+                        format!("Null value not supported for {name}"),
+                    )),
+                    (None, None) => Err(unknown_topic(&resource.resource_name)),
+                    // AlterConfigs replaces every override of the topic.
+                    (None, Some(topic)) => {
+                        set_topic_configs(broker, &topic, configs, request.validate_only).await
+                    }
+                }
             }
-        })
-        .collect();
+            RESOURCE_BROKER => Err(dynamic_broker_refused()),
+            other => Err(unsupported_resource(other)),
+        };
+        let response = alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name);
+        responses.push(match outcome {
+            Ok(()) => response.with_error_code(0),
+            Err(e) => response
+                .with_error_code(e.code())
+                .with_error_message(e.message_str()),
+        });
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }

@@ -1,40 +1,66 @@
-//! CreatePartitions (key 37).
+//! CreatePartitions (key 37): forwarded to the controller, which assigns the new partitions'
+//! replicas and commits them. The broker answers once its own metadata has them.
 
 use std::sync::Arc;
 
 use keel_wire::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use keel_wire::kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
-use keel_wire::ResponseError;
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, CreatePartitionsRequest, CreatePartitionsResponse,
+};
 
 use crate::broker::Broker;
-use crate::error::ApiError;
 
-pub fn handle(broker: &Arc<Broker>, request: CreatePartitionsRequest) -> CreatePartitionsResponse {
-    let node = broker.config.node_id;
-    let results = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let assignments_ok = topic.assignments.as_ref().is_none_or(|list| {
-                list.iter()
-                    .all(|a| a.broker_ids.len() == 1 && a.broker_ids[0].0 == node)
-            });
-            let outcome = if assignments_ok {
-                broker.create_partitions(&topic.name, topic.count, request.validate_only)
-            } else {
-                Err(ApiError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!("new partitions can only be assigned to the only broker {node}"),
-                ))
-            };
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
-            match outcome {
-                Ok(()) => result.with_error_code(0),
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str()),
-            }
-        })
-        .collect();
-    CreatePartitionsResponse::default().with_results(results)
+/// How long the broker waits for new partitions to reach its metadata before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: CreatePartitionsRequest,
+    version: i16,
+) -> CreatePartitionsResponse {
+    let response: CreatePartitionsResponse = match broker
+        .controller()
+        .forward(ApiKey::CreatePartitions, version, &request)
+        .await
+    {
+        Ok(response) => response,
+        Err(e) => {
+            let e = super::controller_unavailable(e);
+            let results = request
+                .topics
+                .iter()
+                .map(|t| {
+                    CreatePartitionsTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_error_code(e.code())
+                        .with_error_message(e.message_str())
+                })
+                .collect();
+            return CreatePartitionsResponse::default().with_results(results);
+        }
+    };
+    if !request.validate_only {
+        let grown: Vec<(String, usize)> = response
+            .results
+            .iter()
+            .filter(|r| r.error_code == 0)
+            .filter_map(|r| {
+                let wanted = request.topics.iter().find(|t| t.name == r.name)?;
+                Some((r.name.to_string(), usize::try_from(wanted.count).ok()?))
+            })
+            .collect();
+        if !grown.is_empty() {
+            broker
+                .await_image(METADATA_WAIT_MS, |image| {
+                    grown.iter().all(|(name, count)| {
+                        image
+                            .topic_id(name)
+                            .and_then(|id| image.topic(id))
+                            .is_none_or(|t| t.partitions.len() >= *count)
+                    })
+                })
+                .await;
+        }
+    }
+    response
 }

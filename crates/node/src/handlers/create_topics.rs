@@ -1,137 +1,153 @@
-//! CreateTopics (key 19).
+//! CreateTopics (key 19): forwarded to the controller, which validates, assigns replicas and
+//! commits the topic to the metadata log (as a KRaft broker forwards it). Topic configs are
+//! checked here first with Keel's own definitions (`INVALID_CONFIG` names the value and why).
+//! The broker answers once the created topics are in its own metadata, so a client that
+//! creates a topic and then asks this broker for it finds it. v5+ answers carry the topic's
+//! effective configs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
+use keel_controller::types::TopicId;
 use keel_wire::kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use keel_wire::kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
-use keel_wire::ResponseError;
-use uuid::Uuid;
+use keel_wire::kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 
 use super::str_bytes;
-use crate::broker::Broker;
-use crate::error::ApiError;
+use crate::broker::{effective_config, validate_topic_configs, Broker};
 
-pub fn handle(
+/// How long the broker waits for created topics to reach its metadata before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
+
+pub async fn handle(
     broker: &Arc<Broker>,
-    request: CreateTopicsRequest,
+    mut request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    // A name listed twice is an error for every copy (Kafka's rule).
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    // Keel's config checks first; a topic that fails them is answered here, not forwarded.
+    let mut refused = BTreeMap::new();
     for topic in &request.topics {
-        *counts.entry(topic.name.to_string()).or_default() += 1;
+        let mut configs = BTreeMap::new();
+        for config in &topic.configs {
+            if let Some(value) = &config.value {
+                configs.insert(config.name.to_string(), value.to_string());
+            }
+        }
+        if let Err(e) = validate_topic_configs(&configs) {
+            refused.insert(topic.name.to_string(), e);
+        }
     }
-    let topics = request
+    let requested = std::mem::take(&mut request.topics);
+    request.topics = requested
+        .iter()
+        .filter(|t| !refused.contains_key(t.name.as_str()))
+        .cloned()
+        .collect();
+    let forwarded: CreateTopicsResponse = if request.topics.is_empty() {
+        CreateTopicsResponse::default()
+    } else {
+        match broker
+            .controller()
+            .forward(ApiKey::CreateTopics, version, &request)
+            .await
+        {
+            Ok(response) => response,
+            Err(e) => {
+                let e = super::controller_unavailable(e);
+                let topics = request
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(e.code())
+                            .with_error_message(e.message_str())
+                            .with_num_partitions(-1)
+                            .with_replication_factor(-1)
+                    })
+                    .collect();
+                return CreateTopicsResponse::default().with_topics(topics);
+            }
+        }
+    };
+    let created: Vec<TopicId> = forwarded
+        .topics
+        .iter()
+        .filter(|t| t.error_code == 0 && !request.validate_only)
+        .map(|t| TopicId(t.topic_id))
+        .collect();
+    if !created.is_empty() {
+        broker
+            .await_image(METADATA_WAIT_MS, |image| {
+                created.iter().all(|id| image.topic(*id).is_some())
+            })
+            .await;
+    }
+    let image = broker.image();
+    let mut results: Vec<CreatableTopicResult> = forwarded
         .topics
         .into_iter()
-        .map(|topic| {
-            let name = topic.name.clone();
-            let outcome = if counts[name.as_str()] > 1 {
-                Err(ApiError::new(
-                    ResponseError::InvalidRequest,
-                    format!(
-                        "Create topics request from client contains duplicate topic '{}'",
-                        name.as_str()
-                    ),
-                ))
-            } else {
-                create(broker, &topic, request.validate_only)
-            };
-            let result = CreatableTopicResult::default().with_name(name);
-            match outcome {
-                Ok(created) => {
-                    let effective = broker.topic_config(&created);
-                    let configs = (version >= 5).then(|| {
-                        effective
-                            .entries()
-                            .map(|(name, value, source)| {
-                                CreatableTopicConfigs::default()
-                                    .with_name(str_bytes(name))
-                                    .with_value(Some(str_bytes(value)))
-                                    .with_read_only(false)
-                                    .with_config_source(source.code())
-                                    .with_is_sensitive(false)
+        .map(|mut t| {
+            if t.error_code == 0 && version >= 5 {
+                let configs = image
+                    .topic(TopicId(t.topic_id))
+                    .map(|topic| topic.configs.clone())
+                    .unwrap_or_else(|| {
+                        requested
+                            .iter()
+                            .find(|r| r.name == t.name)
+                            .map(|r| {
+                                r.configs
+                                    .iter()
+                                    .filter_map(|c| {
+                                        c.value
+                                            .as_ref()
+                                            .map(|v| (c.name.to_string(), v.to_string()))
+                                    })
+                                    .collect()
                             })
-                            .collect()
+                            .unwrap_or_default()
                     });
-                    result
-                        .with_error_code(0)
-                        .with_topic_id(created.id)
-                        .with_num_partitions(
-                            i32::try_from(created.partitions.len()).unwrap_or(i32::MAX),
-                        )
-                        .with_replication_factor(
-                            created
-                                .partitions
-                                .first()
-                                .map_or(1, |p| i16::try_from(p.replicas.len()).unwrap_or(1)),
-                        )
-                        .with_configs(configs)
-                }
-                Err(e) => result
+                let effective = effective_config(&image, &configs, &broker.config);
+                t.configs = Some(
+                    effective
+                        .entries()
+                        .map(|(name, value, source)| {
+                            CreatableTopicConfigs::default()
+                                .with_name(str_bytes(name))
+                                .with_value(Some(str_bytes(value)))
+                                .with_read_only(false)
+                                .with_config_source(source.code())
+                                .with_is_sensitive(false)
+                        })
+                        .collect(),
+                );
+            }
+            t
+        })
+        .collect();
+    // Answer in the request's order, refused topics included.
+    let topics = requested
+        .iter()
+        .filter_map(|t| match refused.get(t.name.as_str()) {
+            Some(e) => Some(
+                CreatableTopicResult::default()
+                    .with_name(t.name.clone())
                     .with_error_code(e.code())
                     .with_error_message(e.message_str())
-                    .with_topic_id(Uuid::nil())
                     .with_num_partitions(-1)
                     .with_replication_factor(-1)
                     .with_configs(None),
-            }
+            ),
+            None => results
+                .iter()
+                .position(|r| r.name == t.name)
+                .map(|i| results.remove(i)),
         })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .chain(results)
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
-}
-
-fn create(
-    broker: &Broker,
-    topic: &CreatableTopic,
-    validate_only: bool,
-) -> Result<crate::metadata::TopicMeta, ApiError> {
-    let mut configs = BTreeMap::new();
-    for config in &topic.configs {
-        let Some(value) = &config.value else {
-            return Err(ApiError::new(
-                ResponseError::InvalidConfig,
-                format!(
-                    "Null value not supported for topic config {}",
-                    config.name.as_str()
-                ),
-            ));
-        };
-        configs.insert(config.name.to_string(), value.to_string());
-    }
-    if !topic.assignments.is_empty() {
-        if topic.num_partitions != -1 || topic.replication_factor != -1 {
-            return Err(ApiError::new(
-                ResponseError::InvalidRequest,
-                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.",
-            ));
-        }
-        let node = broker.config.node_id;
-        for (expected, assignment) in topic.assignments.iter().enumerate() {
-            let ids: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
-            if usize::try_from(assignment.partition_index).ok() != Some(expected) || ids != [node] {
-                return Err(ApiError::new(
-                    ResponseError::InvalidReplicaAssignment,
-                    format!(
-                        "partitions must be numbered from 0 and assigned to the only broker {node}"
-                    ),
-                ));
-            }
-        }
-        let count = i32::try_from(topic.assignments.len()).unwrap_or(i32::MAX);
-        return broker.create_topic(&topic.name, Some(count), Some(1), &configs, validate_only);
-    }
-    let partitions = (topic.num_partitions != -1).then_some(topic.num_partitions);
-    let replication = (topic.replication_factor != -1).then_some(topic.replication_factor);
-    broker.create_topic(
-        &topic.name,
-        partitions,
-        replication,
-        &configs,
-        validate_only,
-    )
 }

@@ -1,62 +1,94 @@
-//! DeleteTopics (key 20): by name (all versions) or by id (v6+).
+//! DeleteTopics (key 20): forwarded to the controller (by name, or by id from v6). With
+//! `delete.topic.enable=false` this broker refuses (`TOPIC_DELETION_DISABLED`). The broker
+//! answers once the deleted topics are gone from its own metadata.
 
 use std::sync::Arc;
 
+use keel_controller::types::TopicId;
 use keel_wire::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use keel_wire::kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use keel_wire::kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse};
 use keel_wire::ResponseError;
-use uuid::Uuid;
 
-use super::str_bytes;
 use crate::broker::Broker;
 use crate::error::ApiError;
 
-pub fn handle(
+/// How long the broker waits for deletions to reach its metadata before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
+
+pub async fn handle(
     broker: &Arc<Broker>,
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {
-    let targets: Vec<(Option<String>, Uuid)> = if version >= 6 {
-        request
-            .topics
-            .into_iter()
-            .map(|t| (t.name.map(|n| n.to_string()), t.topic_id))
-            .collect()
-    } else {
-        request
-            .topic_names
-            .into_iter()
-            .map(|n| (Some(n.to_string()), Uuid::nil()))
-            .collect()
+    let refuse = |e: ApiError| {
+        let responses = if version >= 6 {
+            request
+                .topics
+                .iter()
+                .map(|t| {
+                    DeletableTopicResult::default()
+                        .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_error_code(e.code())
+                        .with_error_message(e.message_str())
+                })
+                .collect()
+        } else {
+            request
+                .topic_names
+                .iter()
+                .map(|n| {
+                    DeletableTopicResult::default()
+                        .with_name(Some(n.clone()))
+                        .with_error_code(e.code())
+                        .with_error_message(e.message_str())
+                })
+                .collect()
+        };
+        DeleteTopicsResponse::default().with_responses(responses)
     };
-    let responses = targets
-        .into_iter()
-        .map(|(name, id)| {
-            let resolved = match (&name, id.is_nil()) {
-                (Some(name), _) => Ok(name.clone()),
-                (None, false) => broker
-                    .topic_by_id(id)
-                    .map(|t| t.name)
-                    .ok_or_else(|| ApiError::bare(ResponseError::UnknownTopicId)),
-                (None, true) => Err(ApiError::new(
-                    ResponseError::InvalidRequest,
-                    "neither a topic name nor an id",
-                )),
-            };
-            let outcome = resolved.and_then(|n| broker.delete_topic(&n));
-            let result = DeletableTopicResult::default();
-            match outcome {
-                Ok(deleted) => result
-                    .with_name(Some(TopicName(str_bytes(deleted.name))))
-                    .with_topic_id(deleted.id)
-                    .with_error_code(0),
-                Err(e) => result
-                    .with_name(name.map(|n| TopicName(str_bytes(n))))
-                    .with_topic_id(id)
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str()),
+    if !broker.config.delete_topic_enable {
+        return refuse(ApiError::new(
+            ResponseError::TopicDeletionDisabled,
+            "delete.topic.enable is false",
+        ));
+    }
+    // Before v6 answers carry no topic ids: note them now, by name, to wait for them below.
+    let ids_by_name: Vec<(String, uuid::Uuid)> = request
+        .topic_names
+        .iter()
+        .chain(request.topics.iter().filter_map(|t| t.name.as_ref()))
+        .filter_map(|name| broker.topic(name).map(|t| (name.to_string(), t.id)))
+        .collect();
+    let response: DeleteTopicsResponse = match broker
+        .controller()
+        .forward(ApiKey::DeleteTopics, version, &request)
+        .await
+    {
+        Ok(response) => response,
+        Err(e) => return refuse(super::controller_unavailable(e)),
+    };
+    let deleted: Vec<TopicId> = response
+        .responses
+        .iter()
+        .filter(|r| r.error_code == 0)
+        .filter_map(|r| {
+            if !r.topic_id.is_nil() {
+                return Some(TopicId(r.topic_id));
             }
+            let name = r.name.as_ref()?;
+            ids_by_name
+                .iter()
+                .find(|(n, _)| n == name.as_str())
+                .map(|(_, id)| TopicId(*id))
         })
         .collect();
-    DeleteTopicsResponse::default().with_responses(responses)
+    if !deleted.is_empty() {
+        broker
+            .await_image(METADATA_WAIT_MS, |image| {
+                deleted.iter().all(|id| image.topic(*id).is_none())
+            })
+            .await;
+    }
+    response
 }

@@ -1,4 +1,6 @@
-//! DescribeCluster (key 60): this broker is the whole cluster and its controller.
+//! DescribeCluster (key 60): the registered, unfenced brokers from the metadata image. Like
+//! a KRaft broker, it names a live broker (itself) as the controller: it forwards what clients
+//! send there.
 
 use std::sync::Arc;
 
@@ -31,17 +33,39 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeClusterRequest) -> Describe
             .with_controller_id(BrokerId(-1))
             .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     }
-    let listener = broker.config.advertised();
-    let node = DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(broker.config.node_id))
-        .with_host(str_bytes(listener.host.clone()))
-        .with_port(i32::from(listener.port))
-        .with_rack(None);
+    let image = broker.image();
+    let mut brokers: Vec<DescribeClusterBroker> = image
+        .brokers()
+        .values()
+        .filter(|b| {
+            b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == broker.node_id()
+        })
+        .filter_map(|b| {
+            let listener = b.listeners.first()?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.id.0))
+                    .with_host(str_bytes(listener.host.clone()))
+                    .with_port(i32::from(listener.port))
+                    .with_rack(b.rack.clone().map(str_bytes)),
+            )
+        })
+        .collect();
+    if brokers.is_empty() {
+        let listener = broker.config.advertised();
+        brokers.push(
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(broker.config.node_id))
+                .with_host(str_bytes(listener.host.clone()))
+                .with_port(i32::from(listener.port))
+                .with_rack(None),
+        );
+    }
     DescribeClusterResponse::default()
         .with_error_code(0)
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(broker.config.node_id))
-        .with_brokers(vec![node])
+        .with_brokers(brokers)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

@@ -1,21 +1,33 @@
-//! Fetch (key 1): reads below the high watermark, with Kafka's long poll — wait up to
-//! `max_wait_ms` until `min_bytes` are available — and size limits: `max_bytes` for the
-//! whole response, `partition_max_bytes` per partition, and at least one batch from the first
-//! partition that has data so a batch larger than the limits still makes progress (KIP-74).
+//! Fetch (key 1), from consumers and from follower replicas.
+//!
+//! Consumers read from the leader, below the high watermark. Followers (Fetch v15+
+//! `ReplicaState`, or `ReplicaId` before) are validated by the leader's replication core once
+//! per request — leader epoch fencing, their broker epoch (KIP-903), divergence (answered with
+//! `DivergingEpoch`) — and then read up to the log end offset.
+//!
+//! Both wait up to `max_wait_ms` until `min_bytes` are available (Kafka's long poll), within
+//! `max_bytes` for the whole response and `partition_max_bytes` per partition, always returning
+//! at least one batch from the first partition that has data (KIP-74). A partition this broker
+//! does not lead is answered `NOT_LEADER_OR_FOLLOWER` with the current leader (v12+) and its
+//! endpoint (v16+), so clients move on at once.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use keel_log::{LogError, Offset};
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use keel_wire::kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use keel_wire::kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+};
 use keel_wire::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use keel_wire::ResponseError;
 use tokio::time::Instant;
 use tracing::warn;
 
-use crate::broker::Broker;
+use super::str_bytes;
+use crate::broker::{Broker, FollowerFetchAnswer, FollowerFetchInput};
 use crate::error::from_log_error;
 use crate::partition::Partition;
 
@@ -23,31 +35,170 @@ use crate::partition::Partition;
 /// timeout on the client side; the broker guards its own resources).
 const FETCH_MAX_WAIT_MS_MAX: u64 = 30_000;
 
+/// Who is fetching.
+#[derive(Debug, Clone, Copy)]
+enum Fetcher {
+    Consumer,
+    Follower { broker: i32, broker_epoch: i64 },
+}
+
+/// What one partition of the request gets, decided once per request.
+#[derive(Debug, Clone)]
+enum Plan {
+    /// Read records from the fetch offset.
+    Read,
+    /// Answer this without records.
+    Fixed(Box<PartitionData>),
+}
+
 pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+    let fetcher = if version >= 15 && request.replica_state.replica_id.0 >= 0 {
+        Fetcher::Follower {
+            broker: request.replica_state.replica_id.0,
+            broker_epoch: request.replica_state.replica_epoch,
+        }
+    } else if version < 15 && request.replica_id.0 >= 0 {
+        Fetcher::Follower {
+            broker: request.replica_id.0,
+            broker_epoch: -1,
+        }
+    } else {
+        Fetcher::Consumer
+    };
     let max_wait_ms = u64::try_from(request.max_wait_ms)
         .unwrap_or(0)
         .min(FETCH_MAX_WAIT_MS_MAX);
     let deadline = Instant::now() + Duration::from_millis(max_wait_ms);
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let mut changes = broker.subscribe_data_changes();
+    changes.borrow_and_update();
+    let plans = plan(broker, &request, version, fetcher);
+    let mut leaders = BTreeSet::new();
     loop {
-        changes.borrow_and_update();
-        let round = read_round(broker, &request, version);
+        let round = read_round(broker, &request, &plans, fetcher, &mut leaders);
         // Kafka answers at once when min_bytes is met (min_bytes = 0 always meets it), on an
         // error, or when the request names no partitions.
-        if round.bytes >= min_bytes
+        let done = round.bytes >= min_bytes
             || round.has_error
             || request.topics.is_empty()
-            || Instant::now() >= deadline
-        {
-            return round.response;
+            || Instant::now() >= deadline;
+        if done {
+            return finish(broker, round.response, &leaders, version);
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
-            Ok(Ok(())) => continue,
+            Ok(Ok(())) => {
+                changes.borrow_and_update();
+                continue;
+            }
             // Deadline reached (or the broker is shutting down): answer with what is there.
-            _ => return read_round(broker, &request, version).response,
+            _ => {
+                let round = read_round(broker, &request, &plans, fetcher, &mut leaders);
+                return finish(broker, round.response, &leaders, version);
+            }
         }
     }
+}
+
+/// v16+: the endpoints of the leaders named in `current_leader` fields.
+fn finish(
+    broker: &Broker,
+    response: FetchResponse,
+    leaders: &BTreeSet<i32>,
+    version: i16,
+) -> FetchResponse {
+    if version < 16 || leaders.is_empty() {
+        return response;
+    }
+    let endpoints = leaders
+        .iter()
+        .filter_map(|id| {
+            broker.broker_endpoint(*id).map(|(host, port)| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(*id))
+                    .with_host(str_bytes(host))
+                    .with_port(i32::from(port))
+                    .with_rack(None)
+            })
+        })
+        .collect();
+    response.with_node_endpoints(endpoints)
+}
+
+/// Decides each partition once: unknown, not led here, fenced — or, for a follower, the
+/// replication core's answer (which must not be asked twice for one request).
+fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher) -> Vec<Vec<Plan>> {
+    request
+        .topics
+        .iter()
+        .map(|topic| {
+            let name = topic_name(broker, topic, version);
+            topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let Some(name) = &name else {
+                        return fixed(error_data(p.partition, ResponseError::UnknownTopicId));
+                    };
+                    let Some(partition) = broker.partition(name, p.partition) else {
+                        return fixed(not_hosted(broker, name, p.partition));
+                    };
+                    match fetcher {
+                        Fetcher::Consumer => {
+                            match check_leader_epoch(&partition, p.current_leader_epoch) {
+                                Ok(()) => Plan::Read,
+                                Err(ResponseError::NotLeaderOrFollower) => {
+                                    fixed(not_hosted(broker, name, p.partition))
+                                }
+                                Err(error) => fixed(error_data(p.partition, error)),
+                            }
+                        }
+                        Fetcher::Follower {
+                            broker: follower,
+                            broker_epoch,
+                        } => {
+                            let input = FollowerFetchInput {
+                                broker: follower,
+                                broker_epoch,
+                                current_leader_epoch: p.current_leader_epoch,
+                                fetch_offset: p.fetch_offset,
+                                last_fetched_epoch: p.last_fetched_epoch,
+                            };
+                            match broker.serve_follower_fetch(&partition, input) {
+                                FollowerFetchAnswer::Records => Plan::Read,
+                                FollowerFetchAnswer::Diverging { epoch, end_offset } => {
+                                    let (log_start, high_watermark, _) =
+                                        partition.offsets().unwrap_or_default();
+                                    fixed(
+                                        base(p.partition, high_watermark, log_start)
+                                            .with_error_code(0)
+                                            .with_diverging_epoch(
+                                                EpochEndOffset::default()
+                                                    .with_epoch(epoch)
+                                                    .with_end_offset(end_offset),
+                                            )
+                                            .with_records(Some(Bytes::new())),
+                                    )
+                                }
+                                FollowerFetchAnswer::Error(code) => {
+                                    let error = ResponseError::try_from_code(code.code())
+                                        .unwrap_or(ResponseError::UnknownServerError);
+                                    if error == ResponseError::NotLeaderOrFollower {
+                                        fixed(not_hosted(broker, name, p.partition))
+                                    } else {
+                                        fixed(error_data(p.partition, error))
+                                    }
+                                }
+                            }
+                        }
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn fixed(data: PartitionData) -> Plan {
+    Plan::Fixed(Box::new(data))
 }
 
 struct Round {
@@ -56,7 +207,13 @@ struct Round {
     has_error: bool,
 }
 
-fn read_round(broker: &Broker, request: &FetchRequest, version: i16) -> Round {
+fn read_round(
+    broker: &Broker,
+    request: &FetchRequest,
+    plans: &[Vec<Plan>],
+    fetcher: Fetcher,
+    leaders: &mut BTreeSet<i32>,
+) -> Round {
     // The broker's fetch.max.bytes bounds every response, whatever the client asks.
     let max_bytes = usize::try_from(request.max_bytes)
         .unwrap_or(0)
@@ -70,17 +227,23 @@ fn read_round(broker: &Broker, request: &FetchRequest, version: i16) -> Round {
     let responses = request
         .topics
         .iter()
-        .map(|topic| {
-            let name = topic_name(broker, topic, version);
+        .zip(plans)
+        .map(|(topic, plans)| {
+            let name = topic.topic.to_string();
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| {
-                    let data = match &name {
-                        Some(name) => read_partition(broker, name, p, &mut budget),
-                        None => error_data(p.partition, ResponseError::UnknownTopicId),
+                .zip(plans)
+                .map(|(p, plan)| {
+                    let data = match plan {
+                        Plan::Fixed(data) => (**data).clone(),
+                        Plan::Read => read_partition(broker, &name, topic, p, fetcher, &mut budget),
                     };
-                    has_error |= data.error_code != 0;
+                    // A diverging answer must reach the follower at once, like an error.
+                    has_error |= data.error_code != 0 || data.diverging_epoch.epoch >= 0;
+                    if data.current_leader.leader_id.0 >= 0 {
+                        leaders.insert(data.current_leader.leader_id.0);
+                    }
                     total += data.records.as_ref().map_or(0, Bytes::len);
                     data
                 })
@@ -127,12 +290,32 @@ fn error_data(index: i32, error: ResponseError) -> PartitionData {
         .with_records(Some(Bytes::new()))
 }
 
-/// Kafka's leader-epoch fencing of client requests (KIP-320): an older epoch is fenced, a
-/// newer one is not known yet. `-1` skips the check.
+/// `NOT_LEADER_OR_FOLLOWER` with the leader metadata names (or `UNKNOWN_TOPIC_OR_PARTITION`
+/// when the partition does not exist).
+fn not_hosted(broker: &Broker, topic: &str, index: i32) -> PartitionData {
+    let Some(view) = broker.topic(topic) else {
+        return error_data(index, ResponseError::UnknownTopicOrPartition);
+    };
+    let Some(p) = view.partitions.iter().find(|p| p.index == index) else {
+        return error_data(index, ResponseError::UnknownTopicOrPartition);
+    };
+    error_data(index, ResponseError::NotLeaderOrFollower).with_current_leader(
+        LeaderIdAndEpoch::default()
+            .with_leader_id(BrokerId(p.leader.unwrap_or(-1)))
+            .with_leader_epoch(p.leader_epoch),
+    )
+}
+
+/// Client requests go to the leader (`NOT_LEADER_OR_FOLLOWER` otherwise), with Kafka's
+/// leader-epoch fencing (KIP-320): an older epoch is fenced, a newer one is not known yet.
+/// `-1` skips the epoch check.
 pub(super) fn check_leader_epoch(
     partition: &Partition,
     requested: i32,
 ) -> Result<(), ResponseError> {
+    if !partition.is_leader() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
     let current = partition.leader_epoch().0;
     if requested < 0 || requested == current {
         Ok(())
@@ -143,48 +326,56 @@ pub(super) fn check_leader_epoch(
     }
 }
 
+fn base(index: i32, high_watermark: Offset, log_start: Offset) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_high_watermark(high_watermark.0)
+        .with_last_stable_offset(high_watermark.0)
+        .with_log_start_offset(log_start.0)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(None)
+}
+
 fn read_partition(
     broker: &Broker,
-    topic: &str,
+    name: &str,
+    topic: &FetchTopic,
     p: &FetchPartition,
+    fetcher: Fetcher,
     budget: &mut Budget,
 ) -> PartitionData {
-    let Some(partition) = broker.partition(topic, p.partition) else {
+    let resolved = if topic.topic_id.is_nil() {
+        Some(name.to_string())
+    } else {
+        broker.topic_by_id(topic.topic_id).map(|t| t.name)
+    };
+    let Some(partition) = resolved.and_then(|n| broker.partition(&n, p.partition)) else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
     };
-    if let Err(error) = check_leader_epoch(&partition, p.current_leader_epoch) {
-        return error_data(p.partition, error);
-    }
     let high_watermark = partition.high_watermark();
     let Ok(log) = partition.lock_log() else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
     };
     let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
     let fetch_offset = Offset(p.fetch_offset);
-    let base = PartitionData::default()
-        .with_partition_index(p.partition)
-        .with_high_watermark(high_watermark.0)
-        .with_last_stable_offset(high_watermark.0)
-        .with_log_start_offset(log_start.0)
-        .with_preferred_read_replica(BrokerId(-1))
-        .with_aborted_transactions(None);
+    let base = base(p.partition, high_watermark, log_start);
     if fetch_offset < log_start || fetch_offset > log_end {
         return base
             .with_error_code(ResponseError::OffsetOutOfRange.code())
             .with_records(Some(Bytes::new()));
     }
-    if fetch_offset >= high_watermark {
+    // Consumers see only what the high watermark covers; followers read to the log end.
+    let max_offset = match fetcher {
+        Fetcher::Consumer => Some(high_watermark),
+        Fetcher::Follower { .. } => None,
+    };
+    if fetch_offset >= max_offset.unwrap_or(log_end) {
         return base.with_error_code(0).with_records(Some(Bytes::new()));
     }
     let limit = usize::try_from(p.partition_max_bytes)
         .unwrap_or(0)
         .min(budget.remaining);
-    match log.read(
-        fetch_offset,
-        limit,
-        Some(high_watermark),
-        budget.min_one_batch,
-    ) {
+    match log.read(fetch_offset, limit, max_offset, budget.min_one_batch) {
         Ok(data) => {
             let records = data.records;
             if !records.is_empty() {

@@ -86,8 +86,11 @@ fn lookup(
 ) -> Result<Option<(i64, i64)>, ResponseError> {
     let partition = broker
         .partition(topic, index)
-        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+        .ok_or_else(|| super::missing_partition_error(broker, topic, index))?;
     check_leader_epoch(&partition, current_leader_epoch)?;
+    if partition.high_watermark_lags_leader_epoch() {
+        return Err(ResponseError::OffsetNotAvailable);
+    }
     let high_watermark = partition.high_watermark();
     let log = partition
         .lock_log()

@@ -1,32 +1,39 @@
-//! Metadata (key 3): brokers, controller, topics and partitions; creates requested topics
-//! when `auto.create.topics.enable` and the request allow it.
+//! Metadata (key 3): brokers, topics and partitions from the replayed metadata image —
+//! leader, leader epoch, replicas, ISR and offline replicas as the controller committed them.
+//! Requested topics that do not exist are created (forwarded to the controller) when
+//! `auto.create.topics.enable` and the request allow it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use keel_wire::kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use keel_wire::kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, MetadataRequest, MetadataResponse,
+    TopicName,
+};
 use keel_wire::ResponseError;
 use tracing::info;
 use uuid::Uuid;
 
 use super::str_bytes;
-use crate::broker::Broker;
-use crate::metadata::TopicMeta;
+use crate::broker::{Broker, TopicView};
 
 /// `*_authorized_operations` when not requested.
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
-pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> MetadataResponse {
-    let listener = broker.config.advertised();
-    let brokers = vec![MetadataResponseBroker::default()
-        .with_node_id(BrokerId(broker.config.node_id))
-        .with_host(str_bytes(listener.host.clone()))
-        .with_port(i32::from(listener.port))
-        .with_rack(None)];
+/// How long an auto-creation waits for the topic to reach this broker's metadata.
+const AUTO_CREATE_WAIT_MS: u64 = 5_000;
 
+/// The timeout given to the controller for an auto-creation.
+const AUTO_CREATE_TIMEOUT_MS: i32 = 30_000;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     // v0: an empty list means all topics; v1+: null means all topics.
     let wanted = match request.topics {
         None => None,
@@ -38,40 +45,74 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
         && (version < 4 || request.allow_auto_topic_creation);
 
     let topics = match wanted {
-        None => broker
-            .topics()
-            .iter()
-            .map(|t| topic_entry(broker, t))
-            .collect(),
-        Some(list) => list
-            .into_iter()
-            .map(|requested| match requested.name {
-                Some(name) => by_name(broker, &name, allow_auto_create),
-                // Topic ids in Metadata requests are served from v12 on, as Kafka does.
-                None if version < 12 => error_entry(
-                    Some(TopicName(str_bytes(""))),
-                    requested.topic_id,
-                    ResponseError::InvalidRequest,
-                ),
-                None => by_id(broker, requested.topic_id),
-            })
-            .collect(),
+        None => broker.topics().iter().map(topic_entry).collect(),
+        Some(list) => {
+            let mut entries = Vec::new();
+            for requested in list {
+                entries.push(match requested.name {
+                    Some(name) => by_name(broker, &name, allow_auto_create).await,
+                    // Topic ids in Metadata requests are served from v12 on, as Kafka does.
+                    None if version < 12 => error_entry(
+                        Some(TopicName(str_bytes(""))),
+                        requested.topic_id,
+                        ResponseError::InvalidRequest,
+                    ),
+                    None => by_id(broker, requested.topic_id),
+                });
+            }
+            entries
+        }
     };
     MetadataResponse::default()
-        .with_brokers(brokers)
+        .with_brokers(brokers(broker))
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
+        // Kafka's KRaft brokers name a live broker as "controller": admin clients send
+        // controller-bound requests there, and brokers forward them.
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn by_name(
+/// The brokers clients may connect to: registered and not fenced (this broker always).
+fn brokers(broker: &Broker) -> Vec<MetadataResponseBroker> {
+    let image = broker.image();
+    let mut list: Vec<MetadataResponseBroker> = image
+        .brokers()
+        .values()
+        .filter(|b| {
+            b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == broker.node_id()
+        })
+        .filter_map(|b| {
+            let listener = b.listeners.first()?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.id.0))
+                    .with_host(str_bytes(listener.host.clone()))
+                    .with_port(i32::from(listener.port))
+                    .with_rack(b.rack.clone().map(str_bytes)),
+            )
+        })
+        .collect();
+    if !list.iter().any(|b| b.node_id.0 == broker.node_id()) {
+        let listener = broker.config.advertised();
+        list.push(
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(broker.node_id()))
+                .with_host(str_bytes(listener.host.clone()))
+                .with_port(i32::from(listener.port))
+                .with_rack(None),
+        );
+    }
+    list
+}
+
+async fn by_name(
     broker: &Arc<Broker>,
     name: &TopicName,
     allow_auto_create: bool,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.topic(name) {
-        return topic_entry(broker, &topic);
+        return topic_entry(&topic);
     }
     if let Err(e) = crate::broker::validate_topic_name(name) {
         return error_entry(Some(name.clone()), Uuid::nil(), e.error);
@@ -83,27 +124,47 @@ fn by_name(
             ResponseError::UnknownTopicOrPartition,
         );
     }
-    match broker.create_topic(name, None, None, &BTreeMap::new(), false) {
-        Ok(topic) => {
-            info!(topic = %name.as_str(), "auto-created topic");
-            topic_entry(broker, &topic)
-        }
-        // A concurrent request created it first.
-        Err(e) if e.error == ResponseError::TopicAlreadyExists => match broker.topic(name) {
-            Some(topic) => topic_entry(broker, &topic),
-            None => error_entry(
-                Some(name.clone()),
-                Uuid::nil(),
-                ResponseError::LeaderNotAvailable,
-            ),
-        },
-        Err(e) => error_entry(Some(name.clone()), Uuid::nil(), e.error),
+    let request = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1)])
+        .with_timeout_ms(AUTO_CREATE_TIMEOUT_MS);
+    let answer: Result<CreateTopicsResponse, _> = broker
+        .controller()
+        .call(ApiKey::CreateTopics, 2, 7, &request)
+        .await;
+    let code = match answer {
+        Ok(response) => response.topics.first().map_or(-1, |t| t.error_code),
+        Err(_) => ResponseError::LeaderNotAvailable.code(),
+    };
+    if code == 0 {
+        info!(topic = %name.as_str(), "auto-created topic");
     }
+    // Created now or by a concurrent request: wait for it to reach this broker's metadata.
+    if code == 0 || code == ResponseError::TopicAlreadyExists.code() {
+        let wanted = name.to_string();
+        broker
+            .await_image(AUTO_CREATE_WAIT_MS, |image| {
+                image.topic_id(&wanted).is_some()
+            })
+            .await;
+        if let Some(topic) = broker.topic(name) {
+            return topic_entry(&topic);
+        }
+        return error_entry(
+            Some(name.clone()),
+            Uuid::nil(),
+            ResponseError::LeaderNotAvailable,
+        );
+    }
+    let error = ResponseError::try_from_code(code).unwrap_or(ResponseError::LeaderNotAvailable);
+    error_entry(Some(name.clone()), Uuid::nil(), error)
 }
 
 fn by_id(broker: &Arc<Broker>, id: Uuid) -> MetadataResponseTopic {
     match broker.topic_by_id(id) {
-        Some(topic) => topic_entry(broker, &topic),
+        Some(topic) => topic_entry(&topic),
         None => error_entry(None, id, ResponseError::UnknownTopicId),
     }
 }
@@ -116,23 +177,29 @@ fn error_entry(name: Option<TopicName>, id: Uuid, error: ResponseError) -> Metad
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-fn topic_entry(broker: &Arc<Broker>, topic: &TopicMeta) -> MetadataResponseTopic {
+fn ids(list: &[i32]) -> Vec<BrokerId> {
+    list.iter().copied().map(BrokerId).collect()
+}
+
+fn topic_entry(topic: &TopicView) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
         .map(|p| {
-            let leader_epoch = broker
-                .partition(&topic.name, p.index)
-                .map_or(p.leader_epoch, |hosted| hosted.leader_epoch().0);
-            let replicas: Vec<BrokerId> = p.replicas.iter().copied().map(BrokerId).collect();
+            // No leader: LEADER_NOT_AVAILABLE, so clients wait and ask again.
+            let error = if p.leader.is_some() {
+                0
+            } else {
+                ResponseError::LeaderNotAvailable.code()
+            };
             MetadataResponsePartition::default()
-                .with_error_code(0)
+                .with_error_code(error)
                 .with_partition_index(p.index)
-                .with_leader_id(BrokerId(broker.config.node_id))
-                .with_leader_epoch(leader_epoch)
-                .with_isr_nodes(replicas.clone())
-                .with_replica_nodes(replicas)
-                .with_offline_replicas(Vec::new())
+                .with_leader_id(BrokerId(p.leader.unwrap_or(-1)))
+                .with_leader_epoch(p.leader_epoch)
+                .with_isr_nodes(ids(&p.isr))
+                .with_replica_nodes(ids(&p.replicas))
+                .with_offline_replicas(ids(&p.offline))
         })
         .collect();
     MetadataResponseTopic::default()

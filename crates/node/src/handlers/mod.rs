@@ -12,6 +12,7 @@ mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
 mod produce;
+pub(crate) mod replica_log_info;
 
 use std::sync::Arc;
 
@@ -31,8 +32,8 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
     let encode = |body: &dyn ErasedEncode| body.encode_response(key, version, correlation_id);
     let bytes = match request.body {
         Request::ApiVersions(_) => encode(&api_versions::handle())?,
-        Request::Metadata(r) => encode(&metadata::handle(broker, r, version))?,
-        Request::Produce(r) => match produce::handle(broker, r, version) {
+        Request::Metadata(r) => encode(&metadata::handle(broker, r, version).await)?,
+        Request::Produce(r) => match produce::handle(broker, r, version).await {
             produce::ProduceOutcome::Respond(body) => encode(&body)?,
             produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
             produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
@@ -40,12 +41,16 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
         Request::Fetch(r) => encode(&fetch::handle(broker, r, version).await)?,
         Request::ListOffsets(r) => encode(&list_offsets::handle(broker, r, version))?,
         Request::OffsetForLeaderEpoch(r) => encode(&offset_for_leader_epoch::handle(broker, r))?,
-        Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version))?,
-        Request::DeleteTopics(r) => encode(&delete_topics::handle(broker, r, version))?,
-        Request::CreatePartitions(r) => encode(&create_partitions::handle(broker, r))?,
+        Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version).await)?,
+        Request::DeleteTopics(r) => encode(&delete_topics::handle(broker, r, version).await)?,
+        Request::CreatePartitions(r) => {
+            encode(&create_partitions::handle(broker, r, version).await)?
+        }
         Request::DescribeConfigs(r) => encode(&configs::describe(broker, r, version))?,
-        Request::AlterConfigs(r) => encode(&configs::alter(broker, r))?,
-        Request::IncrementalAlterConfigs(r) => encode(&configs::incremental_alter(broker, r))?,
+        Request::AlterConfigs(r) => encode(&configs::alter(broker, r).await)?,
+        Request::IncrementalAlterConfigs(r) => {
+            encode(&configs::incremental_alter(broker, r).await)?
+        }
         Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r))?,
     };
     Ok(Reply::Send(bytes))
@@ -69,6 +74,32 @@ impl<T: Encodable> ErasedEncode for T {
         correlation_id: i32,
     ) -> anyhow::Result<Bytes> {
         response::encode(key, version, correlation_id, self)
+    }
+}
+
+/// A forwarded request that could not reach the controller: `NOT_CONTROLLER` (clients retry
+/// it after refreshing metadata), with the reason.
+pub(crate) fn controller_unavailable(e: crate::client::ClientError) -> crate::error::ApiError {
+    crate::error::ApiError::new(
+        keel_wire::ResponseError::NotController,
+        format!("the controller is not reachable: {e}"),
+    )
+}
+
+/// The error for a partition this broker does not host: `NOT_LEADER_OR_FOLLOWER` when it
+/// exists (another broker has it), `UNKNOWN_TOPIC_OR_PARTITION` otherwise.
+pub(crate) fn missing_partition_error(
+    broker: &Broker,
+    topic: &str,
+    index: i32,
+) -> keel_wire::ResponseError {
+    let exists = broker
+        .topic(topic)
+        .is_some_and(|t| t.partitions.iter().any(|p| p.index == index));
+    if exists {
+        keel_wire::ResponseError::NotLeaderOrFollower
+    } else {
+        keel_wire::ResponseError::UnknownTopicOrPartition
     }
 }
 

@@ -29,9 +29,9 @@ pub fn handle(
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
                     let Some(partition) = broker.partition(&topic.topic, p.partition) else {
-                        return undefined(
-                            result.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                        );
+                        let error =
+                            super::missing_partition_error(broker, &topic.topic, p.partition);
+                        return undefined(result.with_error_code(error.code()));
                     };
                     if let Err(error) = check_leader_epoch(&partition, p.current_leader_epoch) {
                         return undefined(result.with_error_code(error.code()));

@@ -1,24 +1,37 @@
 //! Produce (key 0): validate, append as leader, answer with base offsets.
 //!
-//! A single broker is its partitions' whole ISR, so every acks mode is satisfied once the
-//! append returns (the high watermark moves with it; see [`crate::partition`]).
+//! - A partition this broker does not lead: `NOT_LEADER_OR_FOLLOWER` with the current leader
+//!   (v10+) and its endpoint, so the producer moves on at once.
+//! - acks=all while the ISR is below the effective `min.insync.replicas`:
+//!   `NOT_ENOUGH_REPLICAS`, nothing appended. Otherwise the request waits (Kafka's
+//!   `DelayedProduce`) until the high watermark covers every partition's records, up to the
+//!   request's `timeout_ms` (`REQUEST_TIMED_OUT`); `NOT_ENOUGH_REPLICAS_AFTER_APPEND` if the
+//!   ISR shrank below min ISR meanwhile.
+//! - acks=1 and acks=0 are answered once appended; the data stays invisible to consumers until
+//!   the high watermark covers it (KIP-966).
 
 use std::sync::Arc;
 
 use keel_log::LogError;
+use keel_replication::{Acks, ErrorCode};
 use keel_wire::kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, TopicProduceResponse,
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use keel_wire::kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use keel_wire::kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use keel_wire::ResponseError;
+use tokio::sync::oneshot;
 use tracing::warn;
 
-use crate::broker::Broker;
+use super::str_bytes;
+use crate::broker::{AppendError, Broker};
 use crate::error::{from_log_error, ApiError};
-use crate::partition::PartitionError;
+use crate::partition::{AppendResult, PartitionError};
 
 /// The acks values Kafka accepts.
 const ACKS_VALID: [i16; 3] = [-1, 0, 1];
+
+/// The longest an acks=all request waits, whatever it asks.
+const PRODUCE_TIMEOUT_MS_MAX: u64 = 300_000;
 
 /// What the connection does after a Produce.
 #[derive(Debug)]
@@ -31,52 +44,57 @@ pub enum ProduceOutcome {
     Close(String),
 }
 
-pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ProduceOutcome {
-    let now_ms = broker.clock.now_ms();
-    let acks_valid = ACKS_VALID.contains(&request.acks);
+/// One partition's outcome so far.
+enum Pending {
+    Done(Result<AppendResult, ApiError>),
+    Waiting(AppendResult, oneshot::Receiver<Result<(), ErrorCode>>),
+}
+
+pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ProduceOutcome {
+    let acks = match request.acks {
+        -1 => Some(Acks::All),
+        0 => Some(Acks::None),
+        1 => Some(Acks::Leader),
+        _ => None,
+    };
+    debug_assert_eq!(acks.is_some(), ACKS_VALID.contains(&request.acks));
+    let timeout_ms = u64::try_from(request.timeout_ms)
+        .unwrap_or(0)
+        .min(PRODUCE_TIMEOUT_MS_MAX);
     let mut any_appended = false;
     let mut first_error: Option<String> = None;
-    let responses = request
-        .topic_data
-        .into_iter()
-        .map(|topic| {
-            // v13+ names topics by id.
-            let name = if version >= 13 {
-                broker.topic_by_id(topic.topic_id).map(|t| t.name)
-            } else {
-                Some(topic.name.to_string())
+    let mut topics = Vec::new();
+    for topic in request.topic_data {
+        // v13+ names topics by id.
+        let name = if version >= 13 {
+            broker.topic_by_id(topic.topic_id).map(|t| t.name)
+        } else {
+            Some(topic.name.to_string())
+        };
+        let mut partitions = Vec::new();
+        for data in topic.partition_data {
+            let pending = match acks {
+                None => Pending::Done(Err(ApiError::new(
+                    ResponseError::InvalidRequiredAcks,
+                    format!("acks must be -1, 0 or 1, got {}", request.acks),
+                ))),
+                Some(acks) => append(
+                    broker,
+                    name.as_deref(),
+                    data.index,
+                    data.records.as_deref(),
+                    acks,
+                    timeout_ms,
+                ),
             };
-            let partition_responses = topic
-                .partition_data
-                .into_iter()
-                .map(|data| {
-                    let result = if !acks_valid {
-                        Err(ApiError::new(
-                            ResponseError::InvalidRequiredAcks,
-                            format!("acks must be -1, 0 or 1, got {}", request.acks),
-                        ))
-                    } else {
-                        append(
-                            broker,
-                            name.as_deref(),
-                            data.index,
-                            data.records.as_deref(),
-                            now_ms,
-                        )
-                    };
-                    any_appended |= result.is_ok();
-                    if let (Err(e), None) = (&result, &first_error) {
-                        first_error = Some(format!("partition {}: {e}", data.index));
-                    }
-                    partition_response(data.index, result)
-                })
-                .collect();
-            TopicProduceResponse::default()
-                .with_name(topic.name)
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(partition_responses)
-        })
-        .collect();
+            any_appended |= !matches!(pending, Pending::Done(Err(_)));
+            if let (Pending::Done(Err(e)), None) = (&pending, &first_error) {
+                first_error = Some(format!("partition {}: {e}", data.index));
+            }
+            partitions.push((data.index, pending));
+        }
+        topics.push((topic.name, topic.topic_id, name, partitions));
+    }
     if any_appended {
         broker.notify_data_changed();
     }
@@ -86,7 +104,71 @@ pub fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Pr
             None => ProduceOutcome::Silent,
         };
     }
-    ProduceOutcome::Respond(ProduceResponse::default().with_responses(responses))
+    let mut leaders = std::collections::BTreeSet::new();
+    let mut responses = Vec::new();
+    for (wire_name, topic_id, name, partitions) in topics {
+        let mut partition_responses = Vec::new();
+        for (index, pending) in partitions {
+            let result = match pending {
+                Pending::Done(result) => result,
+                Pending::Waiting(appended, waiter) => match waiter.await {
+                    Ok(Ok(())) => Ok(appended),
+                    Ok(Err(code)) => Err(ApiError::bare(response_error(code))),
+                    // The partition went away while waiting.
+                    Err(_) => Err(ApiError::bare(ResponseError::NotLeaderOrFollower)),
+                },
+            };
+            let mut response = partition_response(index, result);
+            if response.error_code == ResponseError::NotLeaderOrFollower.code() {
+                if let Some(leader) = name
+                    .as_deref()
+                    .and_then(|n| current_leader(broker, n, index))
+                {
+                    leaders.insert(leader.leader_id.0);
+                    response = response.with_current_leader(leader);
+                }
+            }
+            partition_responses.push(response);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(wire_name)
+                .with_topic_id(topic_id)
+                .with_partition_responses(partition_responses),
+        );
+    }
+    let endpoints = leaders
+        .into_iter()
+        .filter(|id| *id >= 0)
+        .filter_map(|id| {
+            broker.broker_endpoint(id).map(|(host, port)| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(id))
+                    .with_host(str_bytes(host))
+                    .with_port(i32::from(port))
+                    .with_rack(None)
+            })
+        })
+        .collect();
+    ProduceOutcome::Respond(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_node_endpoints(endpoints),
+    )
+}
+
+fn current_leader(broker: &Broker, topic: &str, index: i32) -> Option<LeaderIdAndEpoch> {
+    let view = broker.topic(topic)?;
+    let p = view.partitions.iter().find(|p| p.index == index)?;
+    Some(
+        LeaderIdAndEpoch::default()
+            .with_leader_id(BrokerId(p.leader.unwrap_or(-1)))
+            .with_leader_epoch(p.leader_epoch),
+    )
+}
+
+fn response_error(code: ErrorCode) -> ResponseError {
+    ResponseError::try_from_code(code.code()).unwrap_or(ResponseError::UnknownServerError)
 }
 
 fn append(
@@ -94,35 +176,59 @@ fn append(
     topic: Option<&str>,
     index: i32,
     records: Option<&[u8]>,
-    now_ms: i64,
-) -> Result<crate::partition::AppendResult, ApiError> {
-    let partition = topic
-        .and_then(|t| broker.partition(t, index))
-        .ok_or_else(|| ApiError::bare(ResponseError::UnknownTopicOrPartition))?;
-    let records = records.filter(|r| !r.is_empty()).ok_or_else(|| {
-        ApiError::new(
+    acks: Acks,
+    timeout_ms: u64,
+) -> Pending {
+    let Some(partition) = topic.and_then(|t| broker.partition(t, index)) else {
+        let exists = topic
+            .and_then(|t| broker.topic(t))
+            .is_some_and(|t| t.partitions.iter().any(|p| p.index == index));
+        // A partition that exists elsewhere is someone else's to lead.
+        let error = if exists {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
+        return Pending::Done(Err(ApiError::bare(error)));
+    };
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return Pending::Done(Err(ApiError::new(
             ResponseError::InvalidRecord,
             "produce request has no record batches",
-        )
-    })?;
-    refuse_producer_state(records)?;
-    partition.append_as_leader(records, now_ms).map_err(|e| {
-        let e = match e {
-            PartitionError::Deleted => {
-                return ApiError::bare(ResponseError::UnknownTopicOrPartition)
+        )));
+    };
+    if let Err(e) = refuse_producer_state(records) {
+        return Pending::Done(Err(e));
+    }
+    match broker.append_as_leader(&partition, records, acks, timeout_ms) {
+        Ok((appended, Some(waiter))) => Pending::Waiting(appended, waiter),
+        Ok((appended, None)) => Pending::Done(Ok(appended)),
+        Err(e) => Pending::Done(Err(match e {
+            AppendError::Replication(code) => ApiError::bare(response_error(code)),
+            AppendError::Partition(PartitionError::Deleted) => {
+                ApiError::bare(ResponseError::UnknownTopicOrPartition)
             }
-            PartitionError::Log(e) => e,
-        };
-        // Produce v3+ carries only magic-2 batches; Kafka rejects older formats as invalid.
-        if let LogError::UnsupportedMagic { .. } = e {
-            return ApiError::new(ResponseError::InvalidRecord, e.to_string());
-        }
-        let error = from_log_error(&e);
-        if error.error == ResponseError::KafkaStorageError {
-            warn!(partition = %partition.tp, error = %e, "append failed");
-        }
-        error
-    })
+            AppendError::Partition(PartitionError::Log(e)) | AppendError::Log(e) => {
+                log_error(&partition.tp, e)
+            }
+            AppendError::Internal(reason) => {
+                warn!(partition = %partition.tp, %reason, "append failed");
+                ApiError::new(ResponseError::UnknownServerError, reason)
+            }
+        })),
+    }
+}
+
+fn log_error(tp: &keel_log::TopicPartition, e: LogError) -> ApiError {
+    // Produce v3+ carries only magic-2 batches; Kafka rejects older formats as invalid.
+    if let LogError::UnsupportedMagic { .. } = e {
+        return ApiError::new(ResponseError::InvalidRecord, e.to_string());
+    }
+    let error = from_log_error(&e);
+    if error.error == ResponseError::KafkaStorageError {
+        warn!(partition = %tp, error = %e, "append failed");
+    }
+    error
 }
 
 /// Idempotent and transactional batches carry producer ids and sequences whose checks Keel
@@ -146,7 +252,7 @@ fn refuse_producer_state(records: &[u8]) -> Result<(), ApiError> {
 
 fn partition_response(
     index: i32,
-    result: Result<crate::partition::AppendResult, ApiError>,
+    result: Result<AppendResult, ApiError>,
 ) -> PartitionProduceResponse {
     let response = PartitionProduceResponse::default().with_index(index);
     match result {

@@ -1,0 +1,553 @@
+//! The broker: its log directories, the partitions it hosts, and the metadata image it
+//! follows.
+//!
+//! Everything about the cluster — topics, partitions, leaders, ISRs, epochs, configs — comes
+//! from the replayed metadata log (a `ClusterImage`, [`Broker::apply_image`]); the broker never
+//! decides any of it. A partition this broker is a replica of is hosted with a log and a role
+//! (leader or follower, `crate::partition::Replica`) that follows the image.
+//!
+//! | file | what lives there |
+//! |---|---|
+//! | `mod.rs` | [`Broker`], open (directories, clean-shutdown detection), topic views, maintenance |
+//! | `hosting.rs` | loading logs once metadata is known, applying each new image (roles, deletes, configs) |
+//! | `replication.rs` | leader commands, follower fetches served as leader, fetch answers applied as follower, ticks |
+//!
+//! Locks are held briefly and never across an `.await`.
+
+mod hosting;
+mod replication;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use keel_controller::types::{BrokerId as CBrokerId, TopicId};
+use keel_controller::ClusterImage;
+use keel_log::storage::Storage;
+use keel_log::{LogDir, PartitionCheckpoint, TopicPartition};
+use keel_replication::{AlterPartitionProposal, RequestId};
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+use uuid::Uuid;
+
+pub use replication::{AppendError, FollowerFetchAnswer, FollowerFetchInput};
+
+use crate::clock::Clock;
+use crate::cluster::controller_channel::ControllerChannel;
+use crate::config::BrokerConfig;
+use crate::error::ApiError;
+use crate::net::Network;
+use crate::partition::Partition;
+use crate::topic_config::{self, EffectiveTopicConfig};
+use keel_wire::ResponseError;
+
+/// Longest legal topic name (Kafka's limit).
+pub const TOPIC_NAME_MAX_LEN: usize = 249;
+
+/// Whether the previous run ended with an orderly shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreviousShutdown {
+    /// Every log directory had the clean-shutdown file, all with this broker epoch.
+    Clean {
+        broker_epoch: i64,
+    },
+    Unclean,
+}
+
+/// An AlterPartition the leader core asked for, on its way to the controller.
+#[derive(Debug, Clone)]
+pub struct AlterPartitionJob {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub tp: TopicPartition,
+    pub proposal: AlterPartitionProposal,
+}
+
+/// One partition as metadata describes it (for Metadata responses and routing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    pub index: i32,
+    pub leader: Option<i32>,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub elr: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
+    /// Replicas on brokers that are not registered or are fenced.
+    pub offline: Vec<i32>,
+}
+
+/// One topic as metadata describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicView {
+    pub name: String,
+    pub id: Uuid,
+    pub configs: BTreeMap<String, String>,
+    pub partitions: Vec<PartitionView>,
+}
+
+/// Mutable broker state, behind one lock.
+#[derive(Debug, Default)]
+struct State {
+    image: Arc<ClusterImage>,
+    partitions: BTreeMap<TopicPartition, Arc<Partition>>,
+    /// False until the logs were loaded (after the first caught-up image).
+    logs_loaded: bool,
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub cluster_id: String,
+    /// How the previous run ended, as detected at open.
+    pub previous_shutdown: PreviousShutdown,
+    pub clock: Arc<dyn Clock>,
+    storage: Arc<dyn Storage>,
+    log_dirs: Vec<LogDir>,
+    /// This run's broker epoch, from the controller's answer to the registration (-1 before).
+    broker_epoch: AtomicI64,
+    state: Mutex<State>,
+    /// Bumped whenever a log grows or a high watermark moves, so long-polling fetches wake up.
+    data_changed: watch::Sender<u64>,
+    /// Bumped whenever a new image was applied (fetchers pick up role changes).
+    image_changed: watch::Sender<u64>,
+    next_request_id: AtomicU64,
+    alter_partition: mpsc::UnboundedSender<AlterPartitionJob>,
+    network: Arc<dyn Network>,
+    controller: ControllerChannel,
+}
+
+impl Broker {
+    /// Opens the log directories (which must have been formatted for this node) and reads
+    /// their clean-shutdown files — KIP-966 "Detection of an unclean shutdown": the shutdown
+    /// was clean only if every directory has the file, all with the same broker epoch. The
+    /// logs themselves are loaded once metadata is known ([`Broker::load_logs`]). AlterPartition
+    /// proposals of the partitions it leads come out of the returned receiver.
+    pub fn open(
+        config: BrokerConfig,
+        storage: Arc<dyn Storage>,
+        clock: Arc<dyn Clock>,
+        network: Arc<dyn Network>,
+        controller_voters: Vec<String>,
+    ) -> anyhow::Result<(Broker, mpsc::UnboundedReceiver<AlterPartitionJob>)> {
+        let mut log_dirs = Vec::new();
+        let mut cluster_id: Option<String> = None;
+        for path in &config.log_dirs {
+            let dir = LogDir::open(storage.clone(), path, cluster_id.as_deref(), config.node_id)?;
+            cluster_id.get_or_insert_with(|| dir.meta().cluster_id.clone());
+            log_dirs.push(dir);
+        }
+        let cluster_id = cluster_id.expect("config has at least one log dir");
+        let mut epochs = Vec::new();
+        for dir in &log_dirs {
+            epochs.push(dir.read_and_remove_clean_shutdown()?);
+        }
+        let previous_shutdown = match epochs.first().copied().flatten() {
+            Some(epoch) if epochs.iter().all(|e| *e == Some(epoch)) => PreviousShutdown::Clean {
+                broker_epoch: epoch,
+            },
+            _ => {
+                if epochs.iter().any(Option::is_some) {
+                    warn!(
+                        ?epochs,
+                        "clean shutdown files disagree between log directories: treating the last shutdown as unclean"
+                    );
+                }
+                PreviousShutdown::Unclean
+            }
+        };
+        match previous_shutdown {
+            PreviousShutdown::Clean { broker_epoch } => info!(
+                broker_epoch,
+                "clean shutdown file found (broker epoch {broker_epoch}): skipping log recovery"
+            ),
+            PreviousShutdown::Unclean => {
+                info!("no clean shutdown file: logs will be recovered from their recovery points")
+            }
+        }
+        for dir in &log_dirs {
+            hosting::remove_deleted_dirs(dir)?;
+        }
+        let (data_changed, _) = watch::channel(0);
+        let (image_changed, _) = watch::channel(0);
+        let (alter_partition, jobs) = mpsc::unbounded_channel();
+        let controller = ControllerChannel::new(
+            network.clone(),
+            controller_voters,
+            format!("keel-broker-{}", config.node_id),
+        );
+        Ok((
+            Broker {
+                config,
+                cluster_id,
+                previous_shutdown,
+                clock,
+                storage,
+                log_dirs,
+                broker_epoch: AtomicI64::new(-1),
+                state: Mutex::new(State::default()),
+                data_changed,
+                image_changed,
+                next_request_id: AtomicU64::new(1),
+                alter_partition,
+                network,
+                controller,
+            },
+            jobs,
+        ))
+    }
+
+    fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("broker state lock poisoned")
+    }
+
+    /// The channel to the controller (AlterPartition, forwarded admin requests).
+    pub fn controller(&self) -> &ControllerChannel {
+        &self.controller
+    }
+
+    /// The controllers' addresses (`host:port`).
+    pub fn controller_voters(&self) -> &[String] {
+        self.controller.voters()
+    }
+
+    /// The network outgoing connections use.
+    pub fn network(&self) -> &Arc<dyn Network> {
+        &self.network
+    }
+
+    /// The node id.
+    pub fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+
+    /// The `directory.id` of every log directory.
+    pub fn log_dir_ids(&self) -> Vec<Uuid> {
+        self.log_dirs
+            .iter()
+            .map(|d| d.meta().directory_id)
+            .collect()
+    }
+
+    /// This run's broker epoch (-1 before registration).
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Acquire)
+    }
+
+    /// Records the broker epoch the controller assigned.
+    pub fn set_broker_epoch(&self, epoch: i64) {
+        self.broker_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// A fresh id for an acks=all request.
+    pub fn next_request_id(&self) -> RequestId {
+        RequestId(self.next_request_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// A receiver that changes whenever a log grows or a high watermark moves.
+    pub fn subscribe_data_changes(&self) -> watch::Receiver<u64> {
+        self.data_changed.subscribe()
+    }
+
+    /// Wakes long-polling fetches.
+    pub fn notify_data_changed(&self) {
+        self.data_changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// A receiver that changes whenever a new metadata image was applied.
+    pub fn subscribe_image_changes(&self) -> watch::Receiver<u64> {
+        self.image_changed.subscribe()
+    }
+
+    /// Waits until the applied image satisfies `done` (true), or `timeout_ms` passes (false).
+    /// Forwarded admin requests use it so a client that created a topic finds it in this
+    /// broker's metadata right after.
+    pub async fn await_image(&self, timeout_ms: u64, done: impl Fn(&ClusterImage) -> bool) -> bool {
+        let mut changes = self.subscribe_image_changes();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(timeout_ms);
+        loop {
+            changes.borrow_and_update();
+            if done(&self.image()) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return done(&self.image()),
+            }
+        }
+    }
+
+    /// Whether every hosted partition has a leader in the applied image.
+    pub fn all_hosted_partitions_led(&self) -> bool {
+        let state = self.lock_state();
+        let image = &state.image;
+        state.partitions.values().all(|p| {
+            let Ok(index) = u32::try_from(p.tp.partition) else {
+                return true;
+            };
+            image
+                .partition(keel_controller::types::TopicPartition::new(
+                    TopicId(p.topic_id),
+                    index,
+                ))
+                .is_none_or(|s| s.leader.is_some())
+        })
+    }
+
+    /// The metadata image applied last.
+    pub fn image(&self) -> Arc<ClusterImage> {
+        self.lock_state().image.clone()
+    }
+
+    /// The hosted partition, if any.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        let state = self.lock_state();
+        state
+            .partitions
+            .get(&TopicPartition::new(topic.to_string(), index))
+            .cloned()
+    }
+
+    /// All hosted partitions (for background work).
+    pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
+        self.lock_state().partitions.values().cloned().collect()
+    }
+
+    /// One topic, by name.
+    pub fn topic(&self, name: &str) -> Option<TopicView> {
+        let image = self.image();
+        let id = image.topic_id(name)?;
+        Some(topic_view(&image, id))
+    }
+
+    /// One topic, by id.
+    pub fn topic_by_id(&self, id: Uuid) -> Option<TopicView> {
+        let image = self.image();
+        image.topic(TopicId(id))?;
+        Some(topic_view(&image, TopicId(id)))
+    }
+
+    /// Every topic, sorted by name.
+    pub fn topics(&self) -> Vec<TopicView> {
+        let image = self.image();
+        let mut topics: Vec<TopicView> = image
+            .topics()
+            .keys()
+            .map(|id| topic_view(&image, *id))
+            .collect();
+        topics.sort_by(|a, b| a.name.cmp(&b.name));
+        topics
+    }
+
+    /// The effective config of a topic: its overrides, then the cluster's dynamic defaults,
+    /// then this broker's static defaults, then Kafka's.
+    pub fn topic_config(&self, topic: &TopicView) -> EffectiveTopicConfig {
+        effective_config(&self.image(), &topic.configs, &self.config)
+    }
+
+    /// A live broker's advertised `(host, port)`.
+    pub fn broker_endpoint(&self, id: i32) -> Option<(String, u16)> {
+        let image = self.image();
+        let registration = image.broker(CBrokerId(id))?;
+        let listener = registration.listeners.first()?;
+        Some((listener.host.clone(), listener.port))
+    }
+
+    /// Flushes logs whose `flush.ms` is due.
+    pub fn flush_due_logs(&self) {
+        let now_ms = self.clock.now_ms();
+        for partition in self.all_partitions() {
+            let Ok(mut log) = partition.lock_log() else {
+                continue;
+            };
+            if let Err(e) = log.flush_if_due(now_ms) {
+                warn!(partition = %partition.tp, error = %e, "flush failed");
+            }
+        }
+    }
+
+    /// Deletes segments past `retention.ms` / `retention.bytes` (never above the high
+    /// watermark).
+    pub fn apply_retention(&self) {
+        let now_ms = self.clock.now_ms();
+        for partition in self.all_partitions() {
+            let high_watermark = partition.high_watermark();
+            let Ok(mut log) = partition.lock_log() else {
+                continue;
+            };
+            match log.apply_retention(now_ms, high_watermark) {
+                Ok(result) if !result.deleted.is_empty() => info!(
+                    partition = %partition.tp,
+                    segments = result.deleted.len(),
+                    log_start_offset = %result.log_start_offset,
+                    "retention deleted segments"
+                ),
+                Ok(_) => {}
+                Err(e) => warn!(partition = %partition.tp, error = %e, "retention failed"),
+            }
+        }
+    }
+
+    /// Writes the recovery-point, high-watermark and log-start-offset checkpoints of every
+    /// log directory.
+    pub fn checkpoint(&self) -> anyhow::Result<()> {
+        if !self.lock_state().logs_loaded {
+            // Before the logs are loaded the checkpoints still describe them: keep them.
+            return Ok(());
+        }
+        let partitions = self.all_partitions();
+        for (index, dir) in self.log_dirs.iter().enumerate() {
+            let mut entries = Vec::new();
+            for p in partitions.iter().filter(|p| p.log_dir_index == index) {
+                let Ok(log) = p.lock_log() else {
+                    continue;
+                };
+                entries.push(PartitionCheckpoint::of(
+                    p.tp.clone(),
+                    &log,
+                    Some(p.high_watermark()),
+                ));
+            }
+            dir.checkpoint(&entries)?;
+        }
+        Ok(())
+    }
+
+    /// Orderly shutdown: flush every log, write checkpoints, then — last — the clean-shutdown
+    /// file with this run's broker epoch in every log directory. Without a broker epoch (never
+    /// registered) or before the logs were loaded, no clean-shutdown file is written: the next
+    /// start recovers, which is always safe.
+    pub fn shutdown(&self) -> anyhow::Result<()> {
+        let partitions = self.all_partitions();
+        let now_ms = self.clock.now_ms();
+        for p in &partitions {
+            p.fail_all_waiters(keel_replication::ErrorCode::NotLeaderOrFollower);
+            if let Ok(mut log) = p.lock_log() {
+                log.close(now_ms)?;
+            }
+        }
+        self.checkpoint()?;
+        let broker_epoch = self.broker_epoch();
+        if broker_epoch < 0 || !self.lock_state().logs_loaded {
+            info!("shut down before registering: no clean shutdown file written");
+            return Ok(());
+        }
+        for dir in &self.log_dirs {
+            dir.write_clean_shutdown(broker_epoch)?;
+        }
+        info!(
+            broker_epoch,
+            partitions = partitions.len(),
+            "clean shutdown complete"
+        );
+        Ok(())
+    }
+
+    /// The storage the broker runs on.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// The first log directory (where a single-node cluster keeps its metadata log).
+    pub fn first_log_dir(&self) -> PathBuf {
+        self.log_dirs[0].path().to_path_buf()
+    }
+}
+
+/// Kafka's topic-name rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
+    let invalid = |reason: String| Err(ApiError::new(ResponseError::InvalidTopicException, reason));
+    if name.is_empty() {
+        return invalid("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return invalid("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > TOPIC_NAME_MAX_LEN {
+        return invalid(format!(
+            "Topic name is illegal, it can't be longer than {TOPIC_NAME_MAX_LEN} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+    {
+        return invalid(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// Validates and normalizes topic config overrides.
+pub fn validate_topic_configs(
+    configs: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    configs
+        .iter()
+        .map(|(name, value)| {
+            topic_config::validate(name, value)
+                .map(|v| (name.clone(), v))
+                .map_err(|reason| {
+                    ApiError::new(
+                        ResponseError::InvalidConfig,
+                        format!("Invalid value {value} for configuration {name}: {reason}"),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// The effective topic config from the topic's overrides, the image's cluster-level configs and
+/// the broker's static defaults.
+pub fn effective_config(
+    image: &ClusterImage,
+    topic_configs: &BTreeMap<String, String>,
+    config: &BrokerConfig,
+) -> EffectiveTopicConfig {
+    let mut defaults = config.topic_defaults.clone();
+    for (name, value) in image.cluster_configs() {
+        if crate::topic_config::definition(name).is_some() {
+            defaults.insert(name.clone(), value.clone());
+        }
+    }
+    EffectiveTopicConfig::resolve(topic_configs, &defaults)
+}
+
+fn topic_view(image: &ClusterImage, id: TopicId) -> TopicView {
+    let topic = image.topic(id).expect("caller checked the topic exists");
+    let ids = |set: &std::collections::BTreeSet<CBrokerId>| -> Vec<i32> {
+        set.iter().map(|b| b.0).collect()
+    };
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(index, p)| PartitionView {
+            index: i32::try_from(*index).unwrap_or(i32::MAX),
+            leader: p.leader.map(|b| b.0),
+            leader_epoch: p.leader_epoch.0,
+            replicas: p.replicas.iter().map(|b| b.0).collect(),
+            isr: ids(&p.isr),
+            elr: ids(&p.elr),
+            last_known_elr: ids(&p.last_known_elr),
+            offline: p
+                .replicas
+                .iter()
+                .filter(|b| {
+                    image
+                        .broker(**b)
+                        .is_none_or(|r| r.state == keel_controller::image::BrokerState::Fenced)
+                })
+                .map(|b| b.0)
+                .collect(),
+        })
+        .collect();
+    TopicView {
+        name: topic.name.clone(),
+        id: id.0,
+        configs: topic.configs.clone(),
+        partitions,
+    }
+}

@@ -1,0 +1,360 @@
+//! The IO side of the replication core: executing the leader's commands, serving follower
+//! fetches as leader, applying fetch answers as follower, the periodic tick, and AlterPartition
+//! answers.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use keel_log::{LogError, Offset};
+use keel_replication::{
+    self as repl, AlterPartitionResponse, Command, ErrorCode, FetchAnswer, FollowerCommand,
+    FollowerFetch,
+};
+use tracing::{debug, info, warn};
+
+use tokio::sync::oneshot;
+
+use super::{AlterPartitionJob, Broker};
+use crate::partition::{epoch_view, AppendResult, Partition, PartitionError, Replica};
+
+/// Answers an acks=all request once the high watermark covers it (or with its error).
+pub type AckWaiter = oneshot::Receiver<Result<(), ErrorCode>>;
+
+/// Why a leader append did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum AppendError {
+    #[error("{}", .0.name())]
+    Replication(ErrorCode),
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("replication state out of step: {0}")]
+    Internal(String),
+}
+
+/// A follower's fetch of one partition (Fetch v15+ `ReplicaState` plus the partition fields).
+#[derive(Debug, Clone, Copy)]
+pub struct FollowerFetchInput {
+    pub broker: i32,
+    pub broker_epoch: i64,
+    pub current_leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub last_fetched_epoch: i32,
+}
+
+/// The leader's answer for one partition of a follower fetch.
+#[derive(Debug, Clone)]
+pub enum FollowerFetchAnswer {
+    /// Serve records from the fetch offset (read by the caller, up to the log end offset).
+    Records,
+    /// The follower must truncate: the leader's end offset for the largest epoch ≤ its last
+    /// fetched epoch (`None` = no such epoch: -1/-1 on the wire).
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+    },
+    Error(ErrorCode),
+}
+
+impl Broker {
+    /// Runs the leader core's commands for `partition`.
+    pub(super) fn execute(&self, partition: &Arc<Partition>, commands: Vec<Command>) {
+        for command in commands {
+            match command {
+                Command::HighWatermarkAdvanced { high_watermark } => {
+                    partition.set_high_watermark(Offset(high_watermark.0));
+                    self.notify_data_changed();
+                }
+                Command::CompleteProduce { request, result } => {
+                    partition.complete_waiter(request, result);
+                }
+                Command::SendAlterPartition(proposal) => {
+                    debug!(partition = %partition.tp, isr = ?proposal.new_isr, "proposing ISR change");
+                    let job = AlterPartitionJob {
+                        topic_id: partition.topic_id,
+                        partition: partition.tp.partition,
+                        tp: partition.tp.clone(),
+                        proposal,
+                    };
+                    if self.alter_partition.send(job).is_err() {
+                        debug!(partition = %partition.tp, "AlterPartition channel closed (shutting down)");
+                    }
+                }
+                // The periodic tick (`tick_leaders`) runs often enough for every timer the
+                // core schedules.
+                Command::ScheduleTick { .. } => {}
+                Command::LeadershipEnded {
+                    leader,
+                    leader_epoch,
+                } => info!(partition = %partition.tp, new_leader = ?leader.map(|b| b.0),
+                    leader_epoch = leader_epoch.0, "leadership ended"),
+            }
+        }
+    }
+
+    /// Serves one partition of a follower fetch as its leader: validation, follower progress,
+    /// ISR expansion and the high watermark happen in the core; the records are read by the
+    /// caller.
+    pub fn serve_follower_fetch(
+        &self,
+        partition: &Arc<Partition>,
+        input: FollowerFetchInput,
+    ) -> FollowerFetchAnswer {
+        let now = self.now();
+        let commands;
+        let answer = {
+            let mut replica = partition.lock_replica();
+            let Some(leader) = replica.as_leader() else {
+                return FollowerFetchAnswer::Error(ErrorCode::NotLeaderOrFollower);
+            };
+            let Ok(log) = partition.lock_log() else {
+                return FollowerFetchAnswer::Error(ErrorCode::UnknownTopicOrPartition);
+            };
+            let epochs = epoch_view(&log);
+            drop(log);
+            let fetch = FollowerFetch {
+                broker: repl::BrokerId(input.broker),
+                broker_epoch: repl::BrokerEpoch(input.broker_epoch),
+                current_leader_epoch: (input.current_leader_epoch >= 0)
+                    .then_some(repl::LeaderEpoch(input.current_leader_epoch)),
+                fetch_offset: repl::Offset(input.fetch_offset),
+                last_fetched_epoch: (input.last_fetched_epoch >= 0)
+                    .then_some(repl::LeaderEpoch(input.last_fetched_epoch)),
+            };
+            let outcome = leader.on_follower_fetch(&fetch, &epochs, now);
+            commands = outcome.commands;
+            match outcome.answer {
+                FetchAnswer::Records { .. } => FollowerFetchAnswer::Records,
+                FetchAnswer::DivergingEpoch { end, .. } => FollowerFetchAnswer::Diverging {
+                    epoch: end.map_or(-1, |e| e.epoch.0),
+                    end_offset: end.map_or(-1, |e| e.end_offset.0),
+                },
+                FetchAnswer::Error(e) => FollowerFetchAnswer::Error(e),
+            }
+        };
+        self.execute(partition, commands);
+        answer
+    }
+
+    /// Ticks every partition this broker leads: produce timeouts, ISR shrink, AlterPartition
+    /// retries, the high watermark.
+    pub fn tick_leaders(&self) {
+        let now = self.now();
+        for partition in self.all_partitions() {
+            let commands = match partition.lock_replica().as_leader() {
+                Some(leader) => leader.tick(now),
+                None => continue,
+            };
+            if !commands.is_empty() {
+                self.execute(&partition, commands);
+            }
+        }
+    }
+
+    /// The controller answered (or failed to answer) an AlterPartition.
+    pub fn on_alter_partition_answer(
+        &self,
+        job: &AlterPartitionJob,
+        answer: AlterPartitionResponse,
+    ) {
+        let Some(partition) = self.partition(&job.tp.topic, job.tp.partition) else {
+            return;
+        };
+        if partition.topic_id != job.topic_id {
+            return;
+        }
+        let now = self.now();
+        let commands = match partition.lock_replica().as_leader() {
+            Some(leader) => leader.on_alter_partition_response(job.proposal.id, &answer, now),
+            None => return,
+        };
+        if let AlterPartitionResponse::Error(e) = &answer {
+            info!(partition = %partition.tp, error = e.name(), "AlterPartition refused");
+        }
+        self.execute(&partition, commands);
+    }
+
+    /// The leaders some hosted partition is following.
+    pub fn leaders_followed(&self) -> BTreeSet<i32> {
+        let mut leaders = BTreeSet::new();
+        for partition in self.all_partitions() {
+            if let Replica::Follower(f) = &*partition.lock_replica() {
+                if let Some(leader) = f.leader() {
+                    leaders.insert(leader.0);
+                }
+            }
+        }
+        leaders
+    }
+
+    /// The fetches to send to `leader` now, one per partition that follows it and is ready.
+    pub fn follower_fetches(&self, leader: i32) -> Vec<(Arc<Partition>, repl::FetchRequest)> {
+        let now = self.now();
+        let mut fetches = Vec::new();
+        for partition in self.all_partitions() {
+            let mut replica = partition.lock_replica();
+            let Replica::Follower(follower) = &mut *replica else {
+                continue;
+            };
+            if follower.leader() != Some(repl::BrokerId(leader)) {
+                continue;
+            }
+            let Ok(log) = partition.lock_log() else {
+                continue;
+            };
+            let epochs = epoch_view(&log);
+            drop(log);
+            let request = follower.fetch_request(&epochs, now);
+            drop(replica);
+            if let Some(request) = request {
+                fetches.push((partition, request));
+            }
+        }
+        fetches
+    }
+
+    /// Applies the leader's answer for one partition as its follower: append, truncate, or
+    /// back off, then the follower high watermark.
+    pub fn on_follower_fetch_answer(
+        &self,
+        partition: &Arc<Partition>,
+        request: &repl::FetchRequest,
+        answer: &FetchAnswer,
+        records: Option<Bytes>,
+    ) {
+        let now = self.now();
+        let mut replica = partition.lock_replica();
+        let Replica::Follower(follower) = &mut *replica else {
+            return;
+        };
+        let Ok(mut log) = partition.lock_log() else {
+            return;
+        };
+        let records = records.filter(|r| !r.is_empty());
+        let epochs = epoch_view(&log);
+        let mut commands =
+            follower.on_fetch_response(request, answer, records.is_some(), &epochs, now);
+        let mut grew = false;
+        while !commands.is_empty() {
+            let mut next = Vec::new();
+            for command in commands {
+                match command {
+                    FollowerCommand::AppendRecords => {
+                        let bytes = records.as_deref().unwrap_or_default();
+                        match log.append_as_follower(bytes, self.clock.now_ms()) {
+                            Ok(_) => {
+                                grew = true;
+                                let end = repl::Offset(log.log_end_offset().0);
+                                match follower.on_appended(end) {
+                                    Ok(more) => next.extend(more),
+                                    Err(e) => warn!(partition = %partition.tp, error = %e,
+                                        "follower state out of step with the log"),
+                                }
+                            }
+                            Err(e) => {
+                                warn!(partition = %partition.tp, error = %e, "follower append failed");
+                                if let LogError::UnexpectedAppendOffset { .. } = e {
+                                    // The answer raced with a truncation: fetch again.
+                                }
+                                next.extend(follower.on_fetch_failed(now));
+                            }
+                        }
+                    }
+                    FollowerCommand::Truncate { to } => {
+                        info!(partition = %partition.tp, to = to.0,
+                            log_end_offset = %log.log_end_offset(), "truncating to the leader's log (diverging epoch)");
+                        if let Err(e) = log.truncate_to(Offset(to.0), self.clock.now_ms()) {
+                            warn!(partition = %partition.tp, error = %e, "truncation failed");
+                        }
+                    }
+                    FollowerCommand::HighWatermarkUpdated { high_watermark } => {
+                        partition.set_high_watermark(Offset(high_watermark.0));
+                        grew = true;
+                    }
+                    FollowerCommand::AwaitMetadata { error } => {
+                        debug!(partition = %partition.tp, error = error.name(),
+                            "follower waits for new metadata");
+                    }
+                    FollowerCommand::ScheduleFetch { .. }
+                    | FollowerCommand::BecomeLeader { .. } => {}
+                }
+            }
+            commands = next;
+        }
+        drop(log);
+        drop(replica);
+        if grew {
+            self.notify_data_changed();
+        }
+    }
+
+    /// A fetch to the leader failed without an answer: every partition in it backs off.
+    pub fn on_follower_fetch_failed(&self, partitions: &[Arc<Partition>]) {
+        let now = self.now();
+        for partition in partitions {
+            if let Replica::Follower(f) = &mut *partition.lock_replica() {
+                f.on_fetch_failed(now);
+            }
+        }
+    }
+
+    /// Appends a producer's batches as leader. acks=all is refused with `NOT_ENOUGH_REPLICAS`
+    /// while the committed ISR is below the effective min ISR (nothing is appended); otherwise
+    /// the returned receiver answers once the high watermark covers the records (or with
+    /// `NOT_ENOUGH_REPLICAS_AFTER_APPEND`, `REQUEST_TIMED_OUT`, `NOT_LEADER_OR_FOLLOWER`).
+    pub fn append_as_leader(
+        &self,
+        partition: &Arc<Partition>,
+        records: &[u8],
+        acks: repl::Acks,
+        timeout_ms: u64,
+    ) -> Result<(AppendResult, Option<AckWaiter>), AppendError> {
+        let now = self.now();
+        let mut commands;
+        let mut waiter = None;
+        let result = {
+            let mut replica = partition.lock_replica();
+            let Some(leader) = replica.as_leader() else {
+                return Err(AppendError::Replication(ErrorCode::NotLeaderOrFollower));
+            };
+            leader
+                .check_produce(acks)
+                .map_err(AppendError::Replication)?;
+            let epoch = keel_log::LeaderEpoch(leader.leader_epoch().0);
+            let (info, end, log_start) = {
+                let mut log = partition.lock_log()?;
+                let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
+                (info, log.log_end_offset(), log.log_start_offset())
+            };
+            commands = leader
+                .on_leader_append(repl::Offset(end.0), now)
+                .map_err(|e| AppendError::Internal(e.to_string()))?;
+            if acks == repl::Acks::All {
+                let request = self.next_request_id();
+                let (tx, rx) = oneshot::channel();
+                partition.add_waiter(request, tx);
+                waiter = Some(rx);
+                commands.extend(
+                    leader
+                        .await_acks_all(request, repl::Offset(end.0), timeout_ms, now)
+                        .map_err(|e| AppendError::Internal(e.to_string()))?,
+                );
+            }
+            AppendResult {
+                base_offset: info.first_offset,
+                end_offset: end,
+                log_append_time_ms: info.log_append_time_ms,
+                log_start_offset: log_start,
+            }
+        };
+        self.execute(partition, commands);
+        self.notify_data_changed();
+        Ok((result, waiter))
+    }
+
+    pub(super) fn now(&self) -> u64 {
+        u64::try_from(self.clock.now_ms()).unwrap_or(0)
+    }
+}
