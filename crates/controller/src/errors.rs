@@ -106,6 +106,14 @@ impl ApiError {
 /// is wrong. Fatal: the image is left unchanged and the caller must stop.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
+    /// A snapshot has more records than offsets below its end.
+    #[error("snapshot ending at offset {end} has {records} records")]
+    SnapshotTooLarge {
+        /// The snapshot's end offset.
+        end: MetadataOffset,
+        /// Its record count.
+        records: usize,
+    },
     /// Records must be replayed at strictly increasing offsets.
     #[error("record at offset {offset} replayed after offset {last}")]
     OffsetNotIncreasing {

@@ -401,6 +401,31 @@ impl ClusterImage {
         Ok(())
     }
 
+    /// The image a snapshot describes: the state after every record below `end`.
+    ///
+    /// The snapshot's records are replayed into an empty image at the offsets just below `end`
+    /// (`end - n .. end`), so the image's next offset is `end` and a broker registration's
+    /// `registered_at` becomes its record's offset in the snapshot (below `end`, so a broker
+    /// caught up to `end` still counts as caught up), as in Kafka.
+    pub fn from_snapshot(end: MetadataOffset, records: &[Record]) -> Result<Self, ReplayError> {
+        let count = i64::try_from(records.len()).unwrap_or(i64::MAX);
+        if count > end.0 {
+            return Err(ReplayError::SnapshotTooLarge {
+                end,
+                records: records.len(),
+            });
+        }
+        let mut image = ClusterImage::new();
+        for (index, record) in records.iter().enumerate() {
+            let offset = MetadataOffset(end.0 - count + index as i64);
+            image.replay(offset, record)?;
+        }
+        if image.last_applied.is_none() && end.0 > 0 {
+            image.last_applied = Some(MetadataOffset(end.0 - 1));
+        }
+        Ok(image)
+    }
+
     /// Records that rebuild this image when replayed into an empty one (registration offsets
     /// become the snapshot's own offsets, as in Kafka).
     pub fn to_snapshot(&self) -> Vec<Record> {

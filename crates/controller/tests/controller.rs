@@ -273,6 +273,16 @@ fn snapshot_rebuilds_the_image() {
     assert_eq!(rebuilt.to_snapshot(), snapshot);
     assert_eq!(rebuilt.partition(tp), c.partition(tp));
     assert_eq!(rebuilt.strategy(tp.topic), UncleanRecoveryStrategy::Manual);
+
+    // Loaded as a snapshot ending at the controller's offset: same state, same next offset,
+    // and later records replay after it.
+    let end = c.next_offset();
+    let loaded = ClusterImage::from_snapshot(end, &snapshot).expect("snapshot loads");
+    assert_eq!(loaded.next_offset(), end);
+    assert_eq!(loaded.to_snapshot(), snapshot);
+    assert_eq!(loaded.partition(tp), c.partition(tp));
+    // A snapshot cannot hold more records than offsets below its end.
+    assert!(ClusterImage::from_snapshot(MetadataOffset(1), &snapshot).is_err());
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //!
 //! Every operation follows KRaft's discipline: the pure controller *generates* records and a
 //! response; the records are appended durably to the metadata log; only then are they replayed
-//! into the controller and the response released. A restart replays the whole log, so the image
-//! after a crash is exactly the committed one. The network shell (the controller listener)
+//! into the controller and the response released. A restart loads the newest snapshot and
+//! replays the records after it, so the image after a crash is exactly the committed one; a
+//! snapshot is written every [`SNAPSHOT_INTERVAL_RECORDS`] records. The network shell (the controller listener)
 //! calls [`ActiveController::run`] from one task, which keeps the controller single-threaded.
 
 use keel_controller::recovery::Command;
@@ -15,6 +16,9 @@ use crate::metadata_log::{MetadataLog, MetadataLogError};
 
 /// Most bytes of metadata batches replayed per read at startup.
 const REPLAY_READ_BYTES: usize = 1024 * 1024;
+
+/// Records between two metadata snapshots.
+pub const SNAPSHOT_INTERVAL_RECORDS: i64 = 10_000;
 
 /// A failure that stops the controller: it can no longer tell what is committed.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +49,9 @@ pub struct ActiveController<L: MetadataLog> {
     controller: Controller,
     log: L,
     controller_epoch: i32,
+    /// The end offset of the newest snapshot (0 = none).
+    snapshot_end: MetadataOffset,
+    snapshot_interval: i64,
 }
 
 impl<L: MetadataLog> ActiveController<L> {
@@ -54,8 +61,19 @@ impl<L: MetadataLog> ActiveController<L> {
         config: ControllerConfig,
         controller_epoch: i32,
     ) -> Result<Self, ControllerStateError> {
-        let mut controller = Controller::new(config);
-        let mut from = MetadataOffset(0);
+        let (mut controller, mut from) = match log.latest_snapshot() {
+            Some((end, records)) => {
+                match keel_controller::ClusterImage::from_snapshot(end, &records) {
+                    Ok(image) => (Controller::from_image(image, config.clone(), 0), end),
+                    Err(e) => {
+                        tracing::warn!(end = end.0, error = %e, "metadata snapshot does not load; replaying the whole log");
+                        (Controller::new(config), MetadataOffset(0))
+                    }
+                }
+            }
+            None => (Controller::new(config), MetadataOffset(0)),
+        };
+        let snapshot_end = from;
         loop {
             let records = log.read(from, REPLAY_READ_BYTES)?;
             if records.is_empty() {
@@ -80,6 +98,8 @@ impl<L: MetadataLog> ActiveController<L> {
             controller,
             log,
             controller_epoch,
+            snapshot_end,
+            snapshot_interval: SNAPSHOT_INTERVAL_RECORDS,
         })
     }
 
@@ -150,11 +170,27 @@ impl<L: MetadataLog> ActiveController<L> {
                 }
             })?;
         }
+        let end = self.controller.next_offset();
+        if end.0 - self.snapshot_end.0 >= self.snapshot_interval {
+            // A failed snapshot is not fatal: the log still holds everything.
+            match self
+                .log
+                .write_snapshot(end, &self.controller.image().to_snapshot())
+            {
+                Ok(()) => self.snapshot_end = end,
+                Err(e) => tracing::warn!(error = %e, "cannot write a metadata snapshot"),
+            }
+        }
         Ok(Committed {
             response: output.response,
             commands: output.commands,
-            end_offset: self.controller.next_offset(),
+            end_offset: end,
         })
+    }
+
+    /// Changes how many records separate two snapshots (tests).
+    pub fn set_snapshot_interval(&mut self, records: i64) {
+        self.snapshot_interval = records.max(1);
     }
 }
 
@@ -166,7 +202,7 @@ mod tests {
 
     use keel_controller::types::{BrokerId, IncarnationId, TopicId};
     use keel_controller::{CreateTopicRequest, HeartbeatRequest, RegisterBrokerRequest};
-    use keel_log::storage::MemStorage;
+    use keel_log::storage::{MemStorage, Storage};
 
     use super::*;
     use crate::metadata_log::LocalMetadataLog;
@@ -233,6 +269,54 @@ mod tests {
         let reopened = ActiveController::open(log, ControllerConfig::new("c"), 2).unwrap();
         assert_eq!(reopened.controller().next_offset(), end);
         assert_eq!(reopened.controller().image(), &image);
+    }
+
+    // Shows: snapshots are written every N records; a reopened controller loads the newest and
+    // replays the rest to the same state, and an unreadable snapshot only costs replay time.
+    #[test]
+    fn snapshots_rebuild_the_state_and_are_optional() {
+        let storage = Arc::new(MemStorage::new());
+        let dir = Path::new("/controller");
+        let log = LocalMetadataLog::open(storage.clone(), dir, 0).unwrap();
+        let mut active = ActiveController::open(log, ControllerConfig::new("c"), 1).unwrap();
+        active.set_snapshot_interval(2);
+        for broker in 1..=5 {
+            active
+                .run(10, |c| c.register_broker(&register(broker), 10))
+                .unwrap()
+                .response
+                .unwrap();
+        }
+        let expected = active.controller().image().to_snapshot();
+        let end = active.controller().next_offset();
+        let snapshots: Vec<String> = storage
+            .list_dir(&dir.join("__cluster_metadata-0"))
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .filter(|n| n.ends_with(".checkpoint"))
+            .collect();
+        assert_eq!(snapshots.len(), 2, "the two newest are kept: {snapshots:?}");
+        let reopen = || {
+            let log = LocalMetadataLog::open(storage.clone(), dir, 0).unwrap();
+            let (newest, _) = log.latest_snapshot().expect("a snapshot");
+            let active = ActiveController::open(log, ControllerConfig::new("c"), 1).unwrap();
+            (newest, active)
+        };
+        let (newest, reopened) = reopen();
+        assert!(newest.0 > 0 && newest <= end, "{newest:?}");
+        assert_eq!(reopened.controller().next_offset(), end);
+        assert_eq!(reopened.controller().image().to_snapshot(), expected);
+
+        // Corrupt the newest snapshot: the older one (or the log) still rebuilds the state.
+        let path = dir
+            .join("__cluster_metadata-0")
+            .join(format!("{:020}.checkpoint", newest.0));
+        keel_log::storage::write_file_atomically(storage.as_ref(), &path, b"not json").unwrap();
+        let (older, reopened) = reopen();
+        assert!(older < newest);
+        assert_eq!(reopened.controller().next_offset(), end);
+        assert_eq!(reopened.controller().image().to_snapshot(), expected);
     }
 
     // Shows: a controller becoming active gives every registered broker a fresh session

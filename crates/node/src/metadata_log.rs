@@ -6,6 +6,12 @@
 //! brokers can follow it with a plain Fetch request, as KRaft brokers do. The batch's partition
 //! leader epoch is the controller epoch that wrote it.
 //!
+//! Snapshots: [`MetadataLog::write_snapshot`] stores the records that rebuild the state below
+//! an offset (`ClusterImage::to_snapshot`) in `<end offset>.checkpoint` next to the segments
+//! (JSON, written atomically); a restarted controller loads the newest readable one and replays
+//! only the records after it. The log itself is kept whole, so a missing or unreadable snapshot
+//! only costs replay time.
+//!
 //! This is the local, single-controller implementation of [`MetadataLog`]; a Raft-replicated
 //! one (issue 6) sits behind the same trait.
 
@@ -33,10 +39,25 @@ pub enum MetadataLogError {
     Corrupt { offset: i64, reason: String },
     #[error("metadata record cannot be encoded: {0}")]
     Encode(#[from] serde_json::Error),
+    #[error("metadata snapshot {path}: {source}")]
+    Snapshot {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// An ordered, durable log of committed metadata records.
+/// An ordered, durable log of committed metadata records, with snapshots.
 pub trait MetadataLog: Send + std::fmt::Debug {
+    /// Stores a snapshot: `records` rebuild the state after every record below `end`. Durable
+    /// when it returns.
+    fn write_snapshot(
+        &mut self,
+        end: MetadataOffset,
+        records: &[Record],
+    ) -> Result<(), MetadataLogError>;
+    /// The newest readable snapshot at or below the log's end: its end offset and records.
+    fn latest_snapshot(&self) -> Option<(MetadataOffset, Vec<Record>)>;
     /// The offset the next record will get.
     fn end_offset(&self) -> MetadataOffset;
     /// Appends `records` as one batch written by `controller_epoch` and makes them durable
@@ -62,10 +83,17 @@ pub trait MetadataLog: Send + std::fmt::Debug {
     ) -> Result<Bytes, MetadataLogError>;
 }
 
+/// Snapshot files kept (the newest ones; older are deleted).
+const SNAPSHOTS_KEPT: usize = 2;
+/// Suffix of a snapshot file (Kafka's).
+const SNAPSHOT_SUFFIX: &str = ".checkpoint";
+
 /// [`MetadataLog`] in a local partition directory, fsynced on every append.
 #[derive(Debug)]
 pub struct LocalMetadataLog {
     log: Log,
+    storage: Arc<dyn Storage>,
+    dir: std::path::PathBuf,
 }
 
 impl LocalMetadataLog {
@@ -84,12 +112,91 @@ impl LocalMetadataLog {
             retention_bytes: None,
             ..LogConfig::default()
         };
-        let log = Log::open(storage, path, config, Offset(0), Offset(0), false, now_ms)?;
-        Ok(LocalMetadataLog { log })
+        let log = Log::open(
+            storage.clone(),
+            path.clone(),
+            config,
+            Offset(0),
+            Offset(0),
+            false,
+            now_ms,
+        )?;
+        Ok(LocalMetadataLog {
+            log,
+            storage,
+            dir: path,
+        })
+    }
+
+    /// Snapshot end offsets present, ascending.
+    fn snapshot_offsets(&self) -> Vec<MetadataOffset> {
+        let Ok(entries) = self.storage.list_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut offsets: Vec<MetadataOffset> = entries
+            .iter()
+            .filter(|e| !e.is_dir)
+            .filter_map(|e| e.name.strip_suffix(SNAPSHOT_SUFFIX))
+            .filter_map(|stem| stem.parse::<i64>().ok())
+            .map(MetadataOffset)
+            .collect();
+        offsets.sort();
+        offsets
+    }
+
+    fn snapshot_path(&self, end: MetadataOffset) -> std::path::PathBuf {
+        self.dir.join(format!("{:020}{SNAPSHOT_SUFFIX}", end.0))
     }
 }
 
 impl MetadataLog for LocalMetadataLog {
+    fn write_snapshot(
+        &mut self,
+        end: MetadataOffset,
+        records: &[Record],
+    ) -> Result<(), MetadataLogError> {
+        let path = self.snapshot_path(end);
+        let bytes = serde_json::to_vec(records)?;
+        keel_log::storage::write_file_atomically(self.storage.as_ref(), &path, &bytes).map_err(
+            |source| MetadataLogError::Snapshot {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
+        let offsets = self.snapshot_offsets();
+        for old in offsets.iter().rev().skip(SNAPSHOTS_KEPT) {
+            let old = self.snapshot_path(*old);
+            if let Err(e) = self.storage.remove_file(&old) {
+                tracing::warn!(path = %old.display(), error = %e, "cannot delete an old metadata snapshot");
+            }
+        }
+        Ok(())
+    }
+
+    fn latest_snapshot(&self) -> Option<(MetadataOffset, Vec<Record>)> {
+        let end = self.end_offset();
+        for offset in self.snapshot_offsets().into_iter().rev() {
+            if offset > end {
+                // Written after records a crash then lost (cannot happen with fsynced appends,
+                // but a snapshot must never claim more than the log holds).
+                continue;
+            }
+            let path = self.snapshot_path(offset);
+            let read = keel_log::storage::read_file_if_exists(self.storage.as_ref(), &path);
+            match read.map(|b| b.map(|b| serde_json::from_slice::<Vec<Record>>(&b))) {
+                Ok(Some(Ok(records))) => return Some((offset, records)),
+                Ok(None) => {}
+                Ok(Some(Err(e))) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable metadata snapshot ignored")
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "unreadable metadata snapshot ignored")
+                }
+            }
+        }
+        None
+    }
+
     fn end_offset(&self) -> MetadataOffset {
         MetadataOffset(self.log.log_end_offset().0)
     }

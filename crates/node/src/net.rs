@@ -231,4 +231,18 @@ mod tests {
         let refused = net.connect("elsewhere:1").await.err().unwrap();
         assert_eq!(refused.kind(), io::ErrorKind::ConnectionRefused);
     }
+
+    // Shows (regression): a listener returned by `Network::listen` accepts through the boxed
+    // listener (an earlier version recursed into itself and overflowed the stack).
+    #[tokio::test]
+    async fn listen_returns_a_working_boxed_listener() {
+        let net = MemNetwork::new();
+        let (mut listener, port) = net.listen("broker", 0).await.unwrap();
+        let mut client = net.connect(&format!("broker:{port}")).await.unwrap();
+        let (mut server, _) = Listener::accept(&mut listener).await.unwrap();
+        client.write_all(b"hi").await.unwrap();
+        let mut buf = [0u8; 2];
+        server.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"hi");
+    }
 }
