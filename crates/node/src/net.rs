@@ -62,10 +62,10 @@ impl<L: Listener> DynListener for L {
 }
 
 impl Listener for BoxListener {
-    async fn accept(&mut self) -> io::Result<(BoxStream, String)> {
+    fn accept(&mut self) -> impl Future<Output = io::Result<(BoxStream, String)>> + Send {
         // The inner listener's method: `Box` itself is a `DynListener` too (through this impl).
         let inner: &mut dyn DynListener = &mut **self;
-        inner.accept_boxed().await
+        inner.accept_boxed()
     }
 }
 

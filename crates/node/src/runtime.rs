@@ -198,57 +198,75 @@ async fn start_local_controller(
         }
     };
     let network = broker.network().clone();
-    match local {
-        LocalController::None => Ok(None),
+    let task = match local {
+        LocalController::None => return Ok(None),
         LocalController::InProcess(config) => {
             let listener = in_process_listener
                 .ok_or_else(|| anyhow::anyhow!("the in-process controller has no listener"))?;
             let endpoint = config.listener.clone();
-            let (config, dir) = (config.clone(), dir_for(config));
-            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(async move {
-                controller_server::serve(
-                    config,
-                    dir,
-                    storage,
-                    clock,
-                    network,
-                    listener,
-                    endpoint,
-                    stop,
-                    move || {
-                        let _ = ready_tx.send(());
-                    },
-                )
-                .await
-            });
-            let _ = ready_rx.await;
-            Ok(Some(task))
+            let dir = dir_for(config);
+            spawn_controller(
+                config.clone(),
+                dir,
+                storage,
+                clock,
+                network,
+                listener,
+                endpoint,
+                stop,
+            )
+            .await
         }
         LocalController::Combined(config) => {
             let (listener, endpoint) = controller_server::bind_tcp(config).await?;
-            let (config, dir) = (config.clone(), dir_for(config));
-            let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(async move {
-                controller_server::serve(
-                    config,
-                    dir,
-                    storage,
-                    clock,
-                    network,
-                    listener,
-                    endpoint,
-                    stop,
-                    move || {
-                        let _ = ready_tx.send(());
-                    },
-                )
-                .await
-            });
-            let _ = ready_rx.await;
-            Ok(Some(task))
+            let dir = dir_for(config);
+            spawn_controller(
+                config.clone(),
+                dir,
+                storage,
+                clock,
+                network,
+                listener,
+                endpoint,
+                stop,
+            )
+            .await
         }
-    }
+    };
+    Ok(Some(task))
+}
+
+/// Starts the controller role as a task; returns once it is serving.
+#[allow(clippy::too_many_arguments)]
+async fn spawn_controller<L: crate::net::Listener>(
+    config: ControllerServerConfig,
+    dir: MetadataDir,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    network: Arc<dyn Network>,
+    listener: L,
+    endpoint: Listener,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        controller_server::serve(
+            config,
+            dir,
+            storage,
+            clock,
+            network,
+            listener,
+            endpoint,
+            stop,
+            move || {
+                let _ = ready_tx.send(());
+            },
+        )
+        .await
+    });
+    let _ = ready_rx.await;
+    task
 }
 
 /// The broker's own run: bind, register, follow metadata, serve, replicate, stop.

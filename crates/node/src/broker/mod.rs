@@ -64,6 +64,15 @@ pub struct AlterPartitionJob {
     pub proposal: AlterPartitionProposal,
 }
 
+/// Where clients reach a broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
 /// One partition as metadata describes it (for Metadata responses and routing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionView {
@@ -345,6 +354,39 @@ impl Broker {
     /// then this broker's static defaults, then Kafka's.
     pub fn topic_config(&self, topic: &TopicView) -> EffectiveTopicConfig {
         effective_config(&self.image(), &topic.configs, &self.config)
+    }
+
+    /// The brokers clients may use: registered and not fenced, and always this broker (at its
+    /// advertised listener if the image does not have it yet), by id.
+    pub fn serving_brokers(&self) -> Vec<BrokerEndpoint> {
+        let image = self.image();
+        let mut list: Vec<BrokerEndpoint> = image
+            .brokers()
+            .values()
+            .filter(|b| {
+                b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == self.node_id()
+            })
+            .filter_map(|b| {
+                let listener = b.listeners.first()?;
+                Some(BrokerEndpoint {
+                    id: b.id.0,
+                    host: listener.host.clone(),
+                    port: listener.port,
+                    rack: b.rack.clone(),
+                })
+            })
+            .collect();
+        if !list.iter().any(|b| b.id == self.node_id()) {
+            let listener = self.config.advertised();
+            list.push(BrokerEndpoint {
+                id: self.node_id(),
+                host: listener.host.clone(),
+                port: listener.port,
+                rack: None,
+            });
+            list.sort_by_key(|b| b.id);
+        }
+        list
     }
 
     /// A live broker's advertised `(host, port)`.

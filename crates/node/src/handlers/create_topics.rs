@@ -12,10 +12,13 @@ use keel_controller::types::TopicId;
 use keel_wire::kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use keel_wire::kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, TopicName,
+};
 
 use super::str_bytes;
 use crate::broker::{effective_config, validate_topic_configs, Broker};
+use crate::error::ApiError;
 
 /// How long the broker waits for created topics to reach its metadata before answering.
 const METADATA_WAIT_MS: u64 = 5_000;
@@ -58,14 +61,7 @@ pub async fn handle(
                 let topics = request
                     .topics
                     .iter()
-                    .map(|t| {
-                        CreatableTopicResult::default()
-                            .with_name(t.name.clone())
-                            .with_error_code(e.code())
-                            .with_error_message(e.message_str())
-                            .with_num_partitions(-1)
-                            .with_replication_factor(-1)
-                    })
+                    .map(|t| failed(t.name.clone(), &e))
                     .collect();
                 return CreateTopicsResponse::default().with_topics(topics);
             }
@@ -131,15 +127,7 @@ pub async fn handle(
     let topics = requested
         .iter()
         .filter_map(|t| match refused.get(t.name.as_str()) {
-            Some(e) => Some(
-                CreatableTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str())
-                    .with_num_partitions(-1)
-                    .with_replication_factor(-1)
-                    .with_configs(None),
-            ),
+            Some(e) => Some(failed(t.name.clone(), e)),
             None => results
                 .iter()
                 .position(|r| r.name == t.name)
@@ -150,4 +138,15 @@ pub async fn handle(
         .chain(results)
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// A topic's result when it was not created.
+fn failed(name: TopicName, e: &ApiError) -> CreatableTopicResult {
+    CreatableTopicResult::default()
+        .with_name(name)
+        .with_error_code(e.code())
+        .with_error_message(e.message_str())
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_configs(None)
 }

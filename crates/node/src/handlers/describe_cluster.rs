@@ -33,34 +33,17 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeClusterRequest) -> Describe
             .with_controller_id(BrokerId(-1))
             .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     }
-    let image = broker.image();
-    let mut brokers: Vec<DescribeClusterBroker> = image
-        .brokers()
-        .values()
-        .filter(|b| {
-            b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == broker.node_id()
-        })
-        .filter_map(|b| {
-            let listener = b.listeners.first()?;
-            Some(
-                DescribeClusterBroker::default()
-                    .with_broker_id(BrokerId(b.id.0))
-                    .with_host(str_bytes(listener.host.clone()))
-                    .with_port(i32::from(listener.port))
-                    .with_rack(b.rack.clone().map(str_bytes)),
-            )
+    let brokers: Vec<DescribeClusterBroker> = broker
+        .serving_brokers()
+        .into_iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.id))
+                .with_host(str_bytes(b.host))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.map(str_bytes))
         })
         .collect();
-    if brokers.is_empty() {
-        let listener = broker.config.advertised();
-        brokers.push(
-            DescribeClusterBroker::default()
-                .with_broker_id(BrokerId(broker.config.node_id))
-                .with_host(str_bytes(listener.host.clone()))
-                .with_port(i32::from(listener.port))
-                .with_rack(None),
-        );
-    }
     DescribeClusterResponse::default()
         .with_error_code(0)
         .with_endpoint_type(request.endpoint_type)

@@ -75,35 +75,17 @@ pub async fn handle(
 
 /// The brokers clients may connect to: registered and not fenced (this broker always).
 fn brokers(broker: &Broker) -> Vec<MetadataResponseBroker> {
-    let image = broker.image();
-    let mut list: Vec<MetadataResponseBroker> = image
-        .brokers()
-        .values()
-        .filter(|b| {
-            b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == broker.node_id()
-        })
-        .filter_map(|b| {
-            let listener = b.listeners.first()?;
-            Some(
-                MetadataResponseBroker::default()
-                    .with_node_id(BrokerId(b.id.0))
-                    .with_host(str_bytes(listener.host.clone()))
-                    .with_port(i32::from(listener.port))
-                    .with_rack(b.rack.clone().map(str_bytes)),
-            )
-        })
-        .collect();
-    if !list.iter().any(|b| b.node_id.0 == broker.node_id()) {
-        let listener = broker.config.advertised();
-        list.push(
+    broker
+        .serving_brokers()
+        .into_iter()
+        .map(|b| {
             MetadataResponseBroker::default()
-                .with_node_id(BrokerId(broker.node_id()))
-                .with_host(str_bytes(listener.host.clone()))
-                .with_port(i32::from(listener.port))
-                .with_rack(None),
-        );
-    }
-    list
+                .with_node_id(BrokerId(b.id))
+                .with_host(str_bytes(b.host))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.map(str_bytes))
+        })
+        .collect()
 }
 
 async fn by_name(
