@@ -371,6 +371,7 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
             keel_node::controller_server::bind_tcp(&controller_config).await?;
         let voters = format!("{DEV_CONTROLLER_ID}@127.0.0.1:{}", endpoint.port);
         let controller_stop = CancellationToken::new();
+        let (controller_ready, controller_started) = tokio::sync::oneshot::channel();
         let controller = tokio::spawn(keel_node::controller_server::serve(
             controller_config,
             keel_node::controller_server::MetadataDir::Own,
@@ -380,8 +381,21 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
             listener,
             endpoint,
             controller_stop.clone(),
-            || {},
+            move || {
+                let _ = controller_ready.send(());
+            },
         ));
+        if controller_started.await.is_err() {
+            // It stopped before serving: report why instead of starting brokers that would
+            // wait for it forever.
+            return match controller.await {
+                Ok(Err(e)) => {
+                    Err(anyhow::Error::new(e).context("the dev controller could not start"))
+                }
+                Ok(Ok(())) => Err(anyhow::anyhow!("the dev controller stopped before serving")),
+                Err(e) => Err(e.into()),
+            };
+        }
 
         let mut brokers = Vec::new();
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(u16, String)>();

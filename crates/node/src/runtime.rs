@@ -215,7 +215,7 @@ async fn start_local_controller(
                 endpoint,
                 stop,
             )
-            .await
+            .await?
         }
         LocalController::Combined(config) => {
             let (listener, endpoint) = controller_server::bind_tcp(config).await?;
@@ -230,13 +230,15 @@ async fn start_local_controller(
                 endpoint,
                 stop,
             )
-            .await
+            .await?
         }
     };
     Ok(Some(task))
 }
 
-/// Starts the controller role as a task; returns once it is serving.
+/// Starts the controller role as a task; returns once it is serving, or with the error that
+/// kept it from starting (a broker waiting for a controller that never started would retry its
+/// registration forever).
 #[allow(clippy::too_many_arguments)]
 async fn spawn_controller<L: crate::net::Listener>(
     config: ControllerServerConfig,
@@ -247,7 +249,7 @@ async fn spawn_controller<L: crate::net::Listener>(
     listener: L,
     endpoint: Listener,
     stop: CancellationToken,
-) -> tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>> {
+) -> anyhow::Result<tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>>> {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         controller_server::serve(
@@ -265,8 +267,15 @@ async fn spawn_controller<L: crate::net::Listener>(
         )
         .await
     });
-    let _ = ready_rx.await;
-    task
+    if ready_rx.await.is_ok() {
+        return Ok(task);
+    }
+    // The ready signal was dropped: the controller stopped before serving.
+    match task.await {
+        Ok(Err(e)) => Err(anyhow::Error::new(e).context("the controller could not start")),
+        Ok(Ok(())) => anyhow::bail!("the controller stopped before serving"),
+        Err(e) => Err(anyhow::anyhow!("the controller task failed: {e}")),
+    }
 }
 
 /// The broker's own run: bind, register, follow metadata, serve, replicate, stop.
