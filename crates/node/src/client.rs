@@ -38,6 +38,10 @@ pub enum ClientError {
     ApiVersions(i16),
 }
 
+/// Kafka's `socket.connection.setup.timeout.ms` default: how long connecting and negotiating
+/// versions may take.
+pub const CONNECTION_SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A client connection over any byte stream.
 #[derive(Debug)]
 pub struct Connection<S> {
@@ -50,16 +54,27 @@ pub struct Connection<S> {
 }
 
 impl Connection<BoxStream> {
-    /// Connects to `addr` (`host:port`) over `network` and negotiates versions.
+    /// Connects to `addr` (`host:port`) over `network` and negotiates versions, within
+    /// [`CONNECTION_SETUP_TIMEOUT`] (a peer that accepts but never answers — a stopped process,
+    /// a partitioned host — must not hold the caller forever).
     pub async fn connect(
         network: &dyn Network,
         addr: &str,
         client_id: &str,
     ) -> Result<Self, ClientError> {
-        let stream = network.connect(addr).await?;
-        let mut connection = Connection::new(stream, client_id);
-        connection.negotiate().await?;
-        Ok(connection)
+        let setup = async {
+            let stream = network.connect(addr).await?;
+            let mut connection = Connection::new(stream, client_id);
+            connection.negotiate().await?;
+            Ok(connection)
+        };
+        match tokio::time::timeout(CONNECTION_SETUP_TIMEOUT, setup).await {
+            Ok(result) => result,
+            Err(_) => Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("connection setup to {addr} took longer than {CONNECTION_SETUP_TIMEOUT:?}"),
+            ))),
+        }
     }
 }
 

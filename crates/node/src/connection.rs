@@ -54,6 +54,7 @@ pub async fn serve<L: Listener, H: RequestHandler>(
     let mut connections = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
@@ -108,6 +109,7 @@ pub async fn handle_connection<S, H>(
             Ok(None) => {
                 buffer.reserve(frame::missing_bytes(&buffer).max(4096));
                 let read = tokio::select! {
+                    biased;
                     () = shutdown.cancelled() => break Closed::Shutdown,
                     read = reader.read_buf(&mut buffer) => read,
                 };

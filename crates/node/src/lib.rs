@@ -8,10 +8,14 @@
 //! * [`server`]: the listener and per-connection request loop;
 //! * [`runtime`]: wiring it together — background tasks, signals, orderly shutdown.
 //!
-//! Wall-clock time comes from [`clock::Clock`]; timers use `tokio::time`; files go through
-//! `keel_log::storage::Storage` — so a simulator can substitute all three.
+//! Wall-clock time and random ids come from [`clock::Clock`]; timers use `tokio::time`; files
+//! go through `keel_log::storage::Storage`; connections go through [`net::Network`] — so a
+//! simulator can substitute all four. Every `tokio::select!` is `biased` and blocking work runs
+//! inline on a current-thread runtime ([`blocking`]), so a node driven by a single-threaded
+//! runtime with paused time behaves deterministically.
 
 pub mod active_controller;
+pub mod blocking;
 pub mod broker;
 pub mod client;
 pub mod clock;

@@ -23,8 +23,8 @@ use keel_wire::kafka_protocol::messages::{
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-use uuid::Uuid;
 
+use crate::blocking::run_blocking;
 use crate::broker::{AlterPartitionJob, Broker, PreviousShutdown};
 use crate::client::Connection;
 use crate::clock::Clock;
@@ -110,6 +110,22 @@ pub async fn run(
     shutdown: CancellationToken,
     on_ready: impl FnOnce(&Ready),
 ) -> anyhow::Result<()> {
+    run_observed(config, storage, clock, network, shutdown, |_| {}, on_ready).await
+}
+
+/// [`run`], with `on_open` called with the broker right after it is opened (its logs
+/// recovered and loaded), before the local controller starts and before the broker registers —
+/// so an observer (the simulator) can keep the broker and inspect its partitions, logs and
+/// metadata image while it runs.
+pub async fn run_observed(
+    config: BrokerConfig,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    network: Arc<dyn Network>,
+    shutdown: CancellationToken,
+    on_open: impl FnOnce(&Arc<Broker>),
+    on_ready: impl FnOnce(&Ready),
+) -> anyhow::Result<()> {
     for key in &config.unknown_keys {
         warn!(key = %key, "unknown config key ignored");
     }
@@ -143,10 +159,10 @@ pub async fn run(
             network.clone(),
             voters.clone(),
         );
-        tokio::task::spawn_blocking(move || Broker::open(config, storage, clock, network, voters))
-            .await??
+        run_blocking(move || Broker::open(config, storage, clock, network, voters)).await??
     };
     let broker = Arc::new(broker);
+    on_open(&broker);
 
     // The controller of a single-node cluster (or of combined mode) starts with the broker.
     let controller_stop = CancellationToken::new();
@@ -162,7 +178,7 @@ pub async fn run(
 
     let result = run_broker(broker.clone(), jobs, shutdown, on_ready).await;
     let closing = broker.clone();
-    let closed = tokio::task::spawn_blocking(move || closing.shutdown()).await;
+    let closed = run_blocking(move || closing.shutdown()).await;
     controller_stop.cancel();
     if let Some(task) = controller_task {
         match task.await {
@@ -313,7 +329,7 @@ async fn run_broker(
     let registration = Registration {
         broker_id: config.node_id,
         cluster_id: broker.cluster_id.clone(),
-        incarnation_id: Uuid::new_v4(),
+        incarnation_id: broker.clock.new_uuid(),
         listeners: vec![Listener {
             name: advertised.name.clone(),
             host: advertised.host.clone(),
@@ -363,6 +379,7 @@ async fn run_broker(
             }
         }
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => {
                 tasks.cancel();
                 let _ = follow_task.await;
@@ -380,6 +397,7 @@ async fn run_broker(
     let mut images = broker.subscribe_image_changes();
     while !broker.all_hosted_partitions_led() && tokio::time::Instant::now() < settle {
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => break,
             _ = images.changed() => {}
             () = tokio::time::sleep_until(settle) => break,
@@ -409,6 +427,7 @@ async fn run_broker(
     let mut fenced_logged = false;
     loop {
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(interval) => {}
         }
@@ -437,9 +456,12 @@ async fn run_broker(
     serve_stop.cancel();
     tasks.cancel();
     let _ = server_task.await;
+    tracing::debug!("server stopped");
     let _ = follow_task.await;
-    for task in background {
+    tracing::debug!("metadata follower stopped");
+    for (i, task) in background.into_iter().enumerate() {
         let _ = task.await;
+        tracing::debug!(task = i, "background task stopped");
     }
     Ok(())
 }
@@ -467,6 +489,7 @@ async fn register(
             }
         }
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => return None,
             () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
         }
@@ -493,6 +516,7 @@ async fn reconnect(
 ) -> anyhow::Result<Connection<BoxStream>> {
     loop {
         tokio::select! {
+            biased;
             () = shutdown.cancelled() => anyhow::bail!("shutting down"),
             () = tokio::time::sleep(lifecycle::reconnect_backoff(*attempt)) => {}
         }
@@ -537,6 +561,7 @@ async fn follow_metadata(
                 }
                 None => {
                     tokio::select! {
+                        biased;
                         () = stop.cancelled() => return,
                         () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
                     }
@@ -547,6 +572,7 @@ async fn follow_metadata(
         }
         let conn = connection.as_mut().expect("connected above");
         let fetched = tokio::select! {
+            biased;
             () = stop.cancelled() => return,
             fetched = follower.fetch_once(conn, broker.node_id()) => fetched,
         };
@@ -556,7 +582,7 @@ async fn follow_metadata(
                 if follower.next_offset() > registered_at {
                     let image = follower.snapshot();
                     let applying = broker.clone();
-                    match tokio::task::spawn_blocking(move || applying.apply_image(image)).await {
+                    match run_blocking(move || applying.apply_image(image)).await {
                         Ok(Ok(())) => {
                             applied.send_replace(follower.applied_offset());
                         }
@@ -619,6 +645,7 @@ async fn send_alter_partitions(
 ) {
     loop {
         let first = tokio::select! {
+            biased;
             () = stop.cancelled() => return,
             job = jobs.recv() => match job {
                 Some(job) => job,
@@ -661,6 +688,7 @@ async fn send_alter_partitions(
             .with_broker_epoch(broker.broker_epoch())
             .with_topics(topics);
         let answer: Result<WireAlterPartitionResponse, _> = tokio::select! {
+            biased;
             () = stop.cancelled() => return,
             // v3 (NewIsrWithEpochs, KIP-903): Keel's and Kafka 4's controllers serve it.
             answer = broker.controller().call(ApiKey::AlterPartition, 3, 3, &request) => answer,
@@ -711,6 +739,7 @@ async fn tick_leaders(broker: Arc<Broker>, stop: CancellationToken) {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
+            biased;
             () = stop.cancelled() => return,
             _ = ticker.tick() => broker.tick_leaders(),
         }
@@ -746,7 +775,8 @@ fn spawn_background(
     ]
 }
 
-/// Runs `work` every `period_ms` on the blocking pool (it does file IO) until `stop`.
+/// Runs `work` every `period_ms` as blocking work (it does file IO, see
+/// [`crate::blocking`]) until `stop`.
 fn periodic(
     broker: Arc<Broker>,
     stop: CancellationToken,
@@ -759,10 +789,11 @@ fn periodic(
         ticker.tick().await;
         loop {
             tokio::select! {
+                biased;
                 () = stop.cancelled() => break,
                 _ = ticker.tick() => {
                     let broker = broker.clone();
-                    let _ = tokio::task::spawn_blocking(move || work(&broker)).await;
+                    let _ = run_blocking(move || work(&broker)).await;
                 }
             }
         }

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use super::{effective_config, Broker};
+use crate::clock::Clock;
 use crate::partition::{Partition, Replica};
 use crate::topic_config::EffectiveTopicConfig;
 
@@ -136,7 +137,7 @@ impl Broker {
             for (tp, stray) in loaded {
                 let dir = &self.log_dirs[stray.dir_index];
                 drop(stray.log);
-                match set_aside(dir, &tp, STRAY_SUFFIX) {
+                match set_aside(dir, &tp, STRAY_SUFFIX, self.clock.as_ref()) {
                     Ok(path) => warn!(
                         partition = %tp,
                         moved_to = ?path,
@@ -207,7 +208,7 @@ impl Broker {
                         warn!(partition = %tp, %recorded, %current,
                             "log belongs to an earlier topic of the same name");
                         drop(log);
-                        set_aside(dir, &tp, STRAY_SUFFIX)?;
+                        set_aside(dir, &tp, STRAY_SUFFIX, self.clock.as_ref())?;
                         continue;
                     }
                 }
@@ -247,7 +248,7 @@ impl Broker {
             None => {
                 // A directory left by an earlier topic of this name is never reused.
                 for dir in &self.log_dirs {
-                    set_aside(dir, tp, STRAY_SUFFIX)?;
+                    set_aside(dir, tp, STRAY_SUFFIX, self.clock.as_ref())?;
                 }
                 let index = pick_log_dir(self.log_dirs.len(), &state.partitions);
                 let log = self.log_dirs[index].create_log(tp, config.log_config(), now_ms)?;
@@ -433,7 +434,7 @@ impl Broker {
             {
                 continue;
             }
-            let result = set_aside(dir, &partition.tp, DELETE_SUFFIX)
+            let result = set_aside(dir, &partition.tp, DELETE_SUFFIX, self.clock.as_ref())
                 .and_then(|moved| moved.map_or(Ok(()), |path| dir.storage().remove_dir_all(&path)));
             match result {
                 Ok(()) => info!(partition = %partition.tp, "deleted partition"),
@@ -481,7 +482,13 @@ fn pick_log_dir(count: usize, partitions: &BTreeMap<TopicPartition, Arc<Partitio
 
 /// Renames a partition directory out of the way, to `<topic>-<partition>.<id>-<suffix>` (a
 /// name that is never loaded as a partition), durably. `None` if there is no such directory.
-fn set_aside(dir: &LogDir, tp: &TopicPartition, suffix: &str) -> std::io::Result<Option<PathBuf>> {
+/// The id comes from `clock`, drawn only when there is a directory to move.
+fn set_aside(
+    dir: &LogDir,
+    tp: &TopicPartition,
+    suffix: &str,
+    clock: &dyn Clock,
+) -> std::io::Result<Option<PathBuf>> {
     let path = dir.partition_dir(tp);
     if !dir.storage().exists(&path)? {
         return Ok(None);
@@ -489,7 +496,7 @@ fn set_aside(dir: &LogDir, tp: &TopicPartition, suffix: &str) -> std::io::Result
     let target = dir.path().join(format!(
         "{}.{}-{suffix}",
         tp.dir_name(),
-        Uuid::new_v4().simple()
+        clock.new_uuid().simple()
     ));
     dir.storage().rename(&path, &target)?;
     dir.storage().sync_dir(dir.path())?;

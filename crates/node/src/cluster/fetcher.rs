@@ -45,6 +45,7 @@ pub async fn run(broker: Arc<Broker>, stop: CancellationToken) {
             );
         }
         tokio::select! {
+            biased;
             () = stop.cancelled() => break,
             _ = changes.changed() => {}
             () = tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS * 10)) => {}
@@ -72,6 +73,7 @@ async fn fetch_from(broker: Arc<Broker>, leader: i32, stop: CancellationToken) {
             }
             // Partitions are backing off or waiting for metadata.
             tokio::select! {
+                biased;
                 () = stop.cancelled() => break,
                 _ = changes.changed() => {}
                 () = tokio::time::sleep(Duration::from_millis(IDLE_POLL_MS)) => {}
@@ -90,6 +92,7 @@ async fn fetch_from(broker: Arc<Broker>, leader: i32, stop: CancellationToken) {
         }
         let conn = connection.as_mut().expect("connected above");
         let outcome = tokio::select! {
+            biased;
             () = stop.cancelled() => break,
             outcome = fetch_once(&broker, conn, &fetches) => outcome,
         };

@@ -56,7 +56,14 @@ pub enum LifecycleError {
     Client(#[from] ClientError),
     #[error("the controller refused: {error:?}")]
     Refused { error: ResponseError },
+    #[error("the controller did not answer within {0:?}")]
+    TimedOut(Duration),
 }
+
+/// How long a heartbeat waits for its answer before the connection is given up (a controller
+/// behind a network partition never answers; the broker reconnects and tries again — and a
+/// controlled shutdown stops waiting at its own deadline).
+pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The controller's answer to a heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,9 +134,12 @@ pub async fn heartbeat<S: AsyncRead + AsyncWrite + Unpin>(
         .with_current_metadata_offset(applied_metadata_offset.unwrap_or(-1))
         .with_want_fence(false)
         .with_want_shut_down(want_shut_down);
-    let response: BrokerHeartbeatResponse = connection
-        .call_version(ApiKey::BrokerHeartbeat, version, &request)
-        .await?;
+    let response: BrokerHeartbeatResponse = tokio::time::timeout(
+        HEARTBEAT_TIMEOUT,
+        connection.call_version(ApiKey::BrokerHeartbeat, version, &request),
+    )
+    .await
+    .map_err(|_| LifecycleError::TimedOut(HEARTBEAT_TIMEOUT))??;
     check(response.error_code)?;
     Ok(HeartbeatState {
         is_caught_up: response.is_caught_up,

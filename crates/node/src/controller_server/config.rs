@@ -72,6 +72,10 @@ pub struct ControllerServerConfig {
     pub socket_request_max_bytes: usize,
     /// `eligible.leader.replicas.enable`.
     pub eligible_leader_replicas_enable: bool,
+    /// `unclean.leader.election.enable` and `unclean.recovery.strategy` when set in the
+    /// controller's properties: the defaults stamped on new topics that do not set them
+    /// (as `min.insync.replicas` is).
+    pub topic_defaults: BTreeMap<String, String>,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -212,6 +216,21 @@ impl ControllerServerConfig {
                 SOCKET_REQUEST_MAX_BYTES_DEFAULT,
                 |v| *v > 0,
             )?,
+            topic_defaults: {
+                let mut defaults = BTreeMap::new();
+                for key in [
+                    keel_controller::config::UNCLEAN_LEADER_ELECTION_ENABLE,
+                    keel_controller::config::UNCLEAN_RECOVERY_STRATEGY,
+                ] {
+                    if let Some(value) = props.get(key) {
+                        let value = value.trim();
+                        keel_controller::config::validate(key, Some(value))
+                            .map_err(|e| invalid(key, value, e.message))?;
+                        defaults.insert(key.to_string(), value.to_string());
+                    }
+                }
+                defaults
+            },
             eligible_leader_replicas_enable: match props.get(ELIGIBLE_LEADER_REPLICAS_ENABLE) {
                 None => true,
                 Some(text) => {

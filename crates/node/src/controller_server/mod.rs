@@ -36,6 +36,7 @@ mod recovery;
 pub mod state;
 mod topics;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -90,6 +91,8 @@ pub(crate) struct Settings {
     pub num_partitions: u32,
     pub default_replication_factor: u16,
     pub min_insync_replicas: Option<usize>,
+    /// Static topic-config defaults stamped on new topics (see `ControllerServerConfig`).
+    pub topic_defaults: BTreeMap<String, String>,
     pub socket_request_max_bytes: usize,
 }
 
@@ -221,6 +224,7 @@ pub async fn serve<L: crate::net::Listener>(
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
         min_insync_replicas: config.min_insync_replicas,
+        topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
     });
 

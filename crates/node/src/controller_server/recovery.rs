@@ -43,6 +43,7 @@ pub(super) async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let command = tokio::select! {
+            biased;
             () = stop.cancelled() => break,
             command = commands.recv() => match command {
                 Some(command) => command,

@@ -84,6 +84,11 @@ impl ControllerState {
         u64::try_from(self.clock.now_ms()).unwrap_or(0)
     }
 
+    /// A new random id (topic ids), from the clock so a simulation can reproduce it.
+    pub fn new_uuid(&self) -> uuid::Uuid {
+        self.clock.new_uuid()
+    }
+
     /// The controller, for queries (names to ids, live brokers, assignments).
     pub fn controller(&self) -> &Controller {
         self.active.controller()

@@ -118,6 +118,9 @@ fn plan(topic: &CreatableTopic, settings: &Settings) -> Result<TopicPlan, TopicE
             .entry(keel_controller::config::MIN_INSYNC_REPLICAS.to_string())
             .or_insert_with(|| min_isr.to_string());
     }
+    for (key, value) in &settings.topic_defaults {
+        configs.entry(key.clone()).or_insert_with(|| value.clone());
+    }
     if !topic.assignments.is_empty() {
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err(TopicError::wire(
@@ -234,7 +237,7 @@ pub(super) async fn create(
                 };
                 let request = CreateTopicRequest {
                     name: plan.name.clone(),
-                    id: TopicId(Uuid::new_v4()),
+                    id: TopicId(s.new_uuid()),
                     assignment,
                     configs: plan.configs.clone(),
                 };

@@ -352,6 +352,12 @@ fn read_partition(
     let Some(partition) = resolved.and_then(|n| broker.partition(&n, p.partition)) else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
     };
+    // A new leader whose high watermark has not reached the start of its epoch would report
+    // a high watermark below one its predecessor already exposed: consumers retry instead
+    // (as ListOffsets answers then), so the high watermark they see never moves backward.
+    if matches!(fetcher, Fetcher::Consumer) && partition.high_watermark_lags_leader_epoch() {
+        return error_data(p.partition, ResponseError::OffsetNotAvailable);
+    }
     let high_watermark = partition.high_watermark();
     let Ok(log) = partition.lock_log() else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);

@@ -1,0 +1,468 @@
+//! Randomized fault search, swarm style: each seed draws which kinds of fault it uses and how
+//! often (so some runs hammer one mechanism, others mix many), runs a produce/consume workload
+//! through them in Keel mode, heals everything, and checks that every invariant held, that
+//! every partition is available again, and that nothing acknowledged was lost. Faults stay
+//! within the promise: only one broker (min ISR − 1 with min ISR 2) may lose unflushed data or
+//! its disk; the others may be killed, stopped, paused and cut off at will.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::checkers::newest_image;
+use crate::net::Latency;
+use crate::sim::{partition_state, Sim, TopicPlan};
+use crate::world::{broker_host, Life, Mode, WorldConfig, CONTROLLER_HOST};
+
+/// The topic every search run uses.
+const TOPIC: &str = "search";
+const PARTITIONS: u32 = 2;
+const BROKERS: u32 = 3;
+
+/// The fault mix of one seed.
+#[derive(Debug, Clone)]
+pub struct Swarm {
+    pub kill: bool,
+    pub power_loss: bool,
+    pub torn: bool,
+    pub wipe: bool,
+    pub clean_restart: bool,
+    pub pause: bool,
+    pub partition: bool,
+    pub resets: bool,
+    pub controller_faults: bool,
+    /// Mean time between faults.
+    pub fault_gap: Duration,
+    /// Share of records produced with acks=all (the rest use acks=1).
+    pub acks_all_share: f64,
+    /// The only broker allowed to lose data uncleanly.
+    pub lossy_broker: i32,
+    pub strategy: &'static str,
+    pub latency: Latency,
+}
+
+impl Swarm {
+    /// The mix seed `seed` draws.
+    pub fn draw(seed: u64) -> Swarm {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x5357_4152_4d00);
+        let mut swarm = Swarm {
+            kill: rng.gen_bool(0.6),
+            power_loss: rng.gen_bool(0.5),
+            torn: rng.gen_bool(0.3),
+            wipe: rng.gen_bool(0.2),
+            clean_restart: rng.gen_bool(0.4),
+            pause: rng.gen_bool(0.4),
+            partition: rng.gen_bool(0.5),
+            resets: rng.gen_bool(0.3),
+            controller_faults: rng.gen_bool(0.2),
+            fault_gap: Duration::from_millis(rng.gen_range(300..3_000)),
+            acks_all_share: rng.gen_range(0.5..=1.0),
+            lossy_broker: rng.gen_range(1..=BROKERS as i32),
+            strategy: ["Balanced", "Proactive"][rng.gen_range(0..2)],
+            latency: {
+                let min = rng.gen_range(50..1_000);
+                Latency {
+                    min_us: min,
+                    max_us: min + rng.gen_range(0..5_000),
+                }
+            },
+        };
+        if !(swarm.kill
+            || swarm.power_loss
+            || swarm.wipe
+            || swarm.clean_restart
+            || swarm.pause
+            || swarm.partition
+            || swarm.resets)
+        {
+            swarm.kill = true;
+        }
+        swarm
+    }
+}
+
+impl fmt::Display for Swarm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut kinds = Vec::new();
+        for (on, name) in [
+            (self.kill, "kill"),
+            (self.power_loss, "power-loss"),
+            (self.torn, "torn"),
+            (self.wipe, "wipe"),
+            (self.clean_restart, "restart"),
+            (self.pause, "pause"),
+            (self.partition, "partition"),
+            (self.resets, "resets"),
+            (self.controller_faults, "controller"),
+        ] {
+            if on {
+                kinds.push(name);
+            }
+        }
+        write!(
+            f,
+            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us",
+            kinds.join(" "),
+            self.fault_gap.as_millis(),
+            self.acks_all_share * 100.0,
+            self.lossy_broker,
+            self.strategy,
+            self.latency.min_us,
+            self.latency.max_us
+        )
+    }
+}
+
+/// What one seed did.
+#[derive(Debug, Clone)]
+pub struct SeedOutcome {
+    pub seed: u64,
+    pub swarm: String,
+    pub failures: Vec<String>,
+    pub trace_hash: u64,
+    pub steps: u64,
+    pub faults: u64,
+    pub acked: u64,
+    pub wall: Duration,
+}
+
+/// A pending action of the fault schedule.
+#[derive(Debug, Clone)]
+enum Undo {
+    Start(String),
+    Resume(String),
+    Heal,
+}
+
+/// Runs one seed: `faulty` of simulated time with faults, then healing and final checks.
+pub fn run_seed(seed: u64, faulty: Duration, verbose: bool) -> SeedOutcome {
+    let started = Instant::now();
+    let swarm = Swarm::draw(seed);
+    let mut outcome = SeedOutcome {
+        seed,
+        swarm: swarm.to_string(),
+        failures: Vec::new(),
+        trace_hash: 0,
+        steps: 0,
+        faults: 0,
+        acked: 0,
+        wall: Duration::ZERO,
+    };
+    match run_seed_inner(seed, &swarm, faulty, verbose, &mut outcome) {
+        Ok(()) => {}
+        Err(e) => outcome.failures.push(format!("{e:#}")),
+    }
+    outcome.wall = started.elapsed();
+    outcome
+}
+
+fn run_seed_inner(
+    seed: u64,
+    swarm: &Swarm,
+    faulty: Duration,
+    verbose: bool,
+    outcome: &mut SeedOutcome,
+) -> anyhow::Result<()> {
+    let mut config = WorldConfig::new(seed, BROKERS, Mode::Keel);
+    config.latency = swarm.latency;
+    config.configs = vec![
+        ("min.insync.replicas".into(), "2".into()),
+        ("unclean.recovery.strategy".into(), swarm.strategy.into()),
+    ];
+    let mut sim = Sim::new(config, verbose)?;
+    // Proactive recovery trades durability for availability by design (KIP-966: it elects the
+    // best replica that answered within 5 s, like unclean leader election): its seeds check
+    // every structural property and liveness, but not the durability promise.
+    sim.enforce_durability = swarm.strategy != "Proactive";
+    sim.world.trace.event(0, format!("seed {seed}: {swarm}"));
+    sim.boot(&[TopicPlan {
+        name: TOPIC.into(),
+        partitions: PARTITIONS,
+        replication_factor: 3,
+        assignment: None,
+        configs: Vec::new(),
+    }])?;
+
+    // The workload: one producer and one consumer, until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let producer = {
+        let mut client = sim.client("producer");
+        let stop = stop.clone();
+        let net = sim.world.net.clone();
+        let share = swarm.acks_all_share;
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x776f_726b);
+        sim.world.host("client")?.spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let tp = (TOPIC.to_string(), rng.gen_range(0..PARTITIONS as i32));
+                let acks_all = rng.gen_bool(share);
+                let deadline = net.now_us() + 6_000_000;
+                client.produce(&tp, acks_all, deadline).await;
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(2..40))).await;
+            }
+        })
+    };
+    let consumer = {
+        let mut client = sim.client("consumer");
+        let stop = stop.clone();
+        let net = sim.world.net.clone();
+        sim.world.host("client")?.spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                for p in 0..PARTITIONS as i32 {
+                    let deadline = net.now_us() + 3_000_000;
+                    client.consume(&(TOPIC.to_string(), p), deadline).await;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+    };
+
+    // The fault schedule.
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x6661_756c_7473);
+    let mut undo: BTreeMap<u64, Vec<Undo>> = BTreeMap::new();
+    let end = sim.world.now_us() + faulty.as_micros() as u64;
+    let mut next_fault = sim.world.now_us() + gap(&mut rng, swarm.fault_gap);
+    while sim.world.now_us() < end {
+        let now = sim.world.now_us();
+        let due: Vec<u64> = undo.range(..=now).map(|(t, _)| *t).collect();
+        for t in due {
+            for action in undo.remove(&t).unwrap_or_default() {
+                apply_undo(&mut sim, &action)?;
+            }
+        }
+        if now >= next_fault {
+            if let Some((action, after)) = inject(&mut sim, swarm, &mut rng)? {
+                outcome.faults += 1;
+                undo.entry(now + after.as_micros() as u64)
+                    .or_default()
+                    .push(action);
+            }
+            next_fault = now + gap(&mut rng, swarm.fault_gap);
+        }
+        sim.step()?;
+        if !sim.failures().is_empty() {
+            break;
+        }
+    }
+
+    // Heal: every pending undo now, every link, every process.
+    if sim.failures().is_empty() {
+        sim.world
+            .trace
+            .event(sim.world.now_us(), "healing everything");
+        for (_, actions) in std::mem::take(&mut undo) {
+            for action in actions {
+                apply_undo(&mut sim, &action)?;
+            }
+        }
+        sim.world.net.heal();
+        let names: Vec<String> = sim.world.hosts.keys().cloned().collect();
+        for name in names {
+            match sim.world.host(&name)?.life {
+                Life::Down => sim.world.start(&name)?,
+                Life::Paused { .. } => sim.world.resume(&name)?,
+                Life::Running => {}
+            }
+        }
+        let ids = sim.world.broker_ids();
+        let available = sim.run_until(Duration::from_secs(60), |w| {
+            let Some(image) = newest_image(w) else {
+                return false;
+            };
+            ids.iter().all(|id| {
+                w.host(&broker_host(*id))
+                    .is_ok_and(|h| h.ready.load(Ordering::SeqCst))
+            }) && (0..PARTITIONS as i32)
+                .all(|p| partition_state(&image, TOPIC, p).is_some_and(|s| s.leader.is_some()))
+        })?;
+        if !available && sim.failures().is_empty() {
+            let image = newest_image(&sim.world);
+            let states: Vec<String> = (0..PARTITIONS as i32)
+                .map(|p| {
+                    image
+                        .as_ref()
+                        .and_then(|i| partition_state(i, TOPIC, p).cloned())
+                        .map_or(format!("{TOPIC}-{p}: unknown"), |s| {
+                            format!(
+                                "{TOPIC}-{p}: leader {:?} ISR {:?} ELR {:?} last known ELR {:?}",
+                                s.leader.map(|b| b.0),
+                                s.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                s.elr.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                s.last_known_elr.iter().map(|b| b.0).collect::<Vec<_>>()
+                            )
+                        })
+                })
+                .collect();
+            outcome.failures.push(format!(
+                "liveness: 60 s after every fault healed, not every broker serves and every partition has a leader: {}",
+                states.join("; ")
+            ));
+        }
+        stop.store(true, Ordering::SeqCst);
+        // Let the workload finish its last requests, then read everything once more.
+        sim.run_until(Duration::from_secs(30), |_| {
+            producer.is_finished() && consumer.is_finished()
+        })?;
+        for p in 0..PARTITIONS as i32 {
+            let tp = (TOPIC.to_string(), p);
+            sim.consume(&tp)?;
+            if let Some(lost) = sim.lost(&tp) {
+                if lost > 0 && sim.enforce_durability && sim.failures().is_empty() {
+                    outcome.failures.push(format!(
+                        "{lost} acknowledged acks=all records of {TOPIC}-{p} are lost"
+                    ));
+                }
+            }
+            outcome.acked += sim.acked(&tp);
+        }
+        sim.check(true);
+    }
+    for f in sim.failures() {
+        outcome.failures.push(format!(
+            "at {:.3}s (step {}): {}: {}",
+            f.at_us as f64 / 1e6,
+            f.step,
+            f.violation.property,
+            f.violation.detail
+        ));
+    }
+    for host in sim.world.hosts.values() {
+        if let Some(exit) = &host.exit {
+            outcome
+                .failures
+                .push(format!("{} stopped by itself: {exit}", host.name));
+        }
+    }
+    outcome.trace_hash = sim.world.trace.hash();
+    outcome.steps = sim.world.steps();
+    if !outcome.failures.is_empty() && !verbose {
+        let tail: Vec<String> = sim.world.trace.tail().cloned().collect();
+        outcome
+            .failures
+            .push(format!("last events:\n    {}", tail.join("\n    ")));
+    }
+    Ok(())
+}
+
+fn gap(rng: &mut StdRng, mean: Duration) -> u64 {
+    let mean = mean.as_micros() as u64;
+    rng.gen_range(mean / 2..=mean * 3 / 2)
+}
+
+fn apply_undo(sim: &mut Sim, action: &Undo) -> anyhow::Result<()> {
+    match action {
+        Undo::Start(host) => {
+            if sim.world.host(host)?.life == Life::Down {
+                sim.world.start(host)?;
+            }
+        }
+        Undo::Resume(host) => {
+            if matches!(sim.world.host(host)?.life, Life::Paused { .. }) {
+                sim.world.resume(host)?;
+            }
+        }
+        Undo::Heal => {
+            sim.world.net.heal();
+            sim.world.trace.event(sim.world.now_us(), "heal");
+        }
+    }
+    Ok(())
+}
+
+/// Injects one fault the swarm allows; returns how to undo it and when.
+fn inject(
+    sim: &mut Sim,
+    swarm: &Swarm,
+    rng: &mut StdRng,
+) -> anyhow::Result<Option<(Undo, Duration)>> {
+    let mut kinds = Vec::new();
+    for (on, kind) in [
+        (swarm.kill, 0),
+        (swarm.power_loss, 1),
+        (swarm.wipe, 2),
+        (swarm.clean_restart, 3),
+        (swarm.pause, 4),
+        (swarm.partition, 5),
+        (swarm.resets, 6),
+    ] {
+        if on {
+            kinds.push(kind);
+        }
+    }
+    let kind = kinds[rng.gen_range(0..kinds.len())];
+    let running: Vec<String> = sim
+        .world
+        .hosts
+        .values()
+        .filter(|h| h.life == Life::Running && h.name != "client")
+        .filter(|h| swarm.controller_faults || h.name != CONTROLLER_HOST)
+        .map(|h| h.name.clone())
+        .collect();
+    if running.is_empty() {
+        return Ok(None);
+    }
+    let target = running[rng.gen_range(0..running.len())].clone();
+    let lossy = broker_host(swarm.lossy_broker);
+    let down_for = Duration::from_millis(rng.gen_range(300..6_000));
+    Ok(match kind {
+        0 => {
+            sim.crash(&target, false, false)?;
+            Some((Undo::Start(target), down_for))
+        }
+        1 | 2 => {
+            if sim.world.host(&lossy)?.life != Life::Running {
+                return Ok(None);
+            }
+            if kind == 1 {
+                sim.crash(&lossy, true, swarm.torn && rng.gen_bool(0.5))?;
+            } else {
+                sim.crash(&lossy, false, false)?;
+                sim.wipe(&lossy)?;
+            }
+            Some((Undo::Start(lossy), down_for))
+        }
+        3 => {
+            sim.shutdown(&target)?;
+            Some((
+                Undo::Start(target),
+                Duration::from_millis(rng.gen_range(0..3_000)),
+            ))
+        }
+        4 => {
+            sim.world.pause(&target)?;
+            Some((Undo::Resume(target), down_for))
+        }
+        5 => {
+            let others: Vec<String> = sim
+                .world
+                .hosts
+                .keys()
+                .filter(|n| **n != target)
+                .filter(|_| rng.gen_bool(0.7))
+                .cloned()
+                .collect();
+            for other in &others {
+                sim.world.net.cut(&target, other);
+            }
+            sim.world.trace.event(
+                sim.world.now_us(),
+                format!("cut {target} from {}", others.join(",")),
+            );
+            Some((Undo::Heal, down_for))
+        }
+        _ => {
+            let mut local = StdRng::seed_from_u64(rng.gen());
+            if let Some((a, b)) = sim.world.net.reset_random_connection(&mut local) {
+                sim.world.trace.event(
+                    sim.world.now_us(),
+                    format!("reset a connection {a} <-> {b}"),
+                );
+            }
+            None
+        }
+    })
+}

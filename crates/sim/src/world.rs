@@ -1,0 +1,727 @@
+//! The simulated world: a controller, brokers and a client host, each running the real node
+//! code on its own single-threaded Tokio runtime with paused time, stepped in lockstep.
+//!
+//! A step advances world time by one tick: the network delivers what is due, then every
+//! running host's runtime runs until its own clock has advanced by the tick (timers fire in
+//! order; an idle runtime jumps straight to its next timer). Nothing runs on another thread
+//! and nothing reads the real clock, so a run is a function of the seed. A killed host is a
+//! dropped runtime (every task stops at once, as with `kill -9`); a paused host is one the
+//! world stops stepping (memory kept; on resume its clock jumps and overdue timers fire).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use keel_log::storage::{MemStorage, Storage};
+use keel_log::LogDir;
+use keel_node::broker::Broker;
+use keel_node::clock::Clock;
+use keel_node::config::BrokerConfig;
+use keel_node::controller_server::{self, ControllerServerConfig, MetadataDir};
+use keel_node::net::Network;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::net::{Latency, NetCore, Severance, SimNetwork};
+use crate::trace::Trace;
+
+/// The controller's node id (brokers are 1..=N).
+pub const CONTROLLER_ID: i32 = 0;
+/// The controller host's name.
+pub const CONTROLLER_HOST: &str = "controller";
+/// The client host's name.
+pub const CLIENT_HOST: &str = "client";
+/// The controller listener's port.
+const CONTROLLER_PORT: u16 = 9093;
+/// The broker listener's port.
+const BROKER_PORT: u16 = 9092;
+/// Wall-clock time at the start of every run (2026-01-01T00:00:00Z), in milliseconds.
+const EPOCH_MS: i64 = 1_767_225_600_000;
+/// The metadata log directory of the controller host.
+const METADATA_DIR: &str = "/metadata";
+
+/// Which replication rules the cluster runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    /// KIP-966: ELR, strict HWM rule, unclean shutdown detection, unclean recovery.
+    Keel,
+    /// Kafka's classic rules (`eligible.leader.replicas.enable=false`).
+    Classic,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Keel => "keel",
+            Mode::Classic => "classic",
+        }
+    }
+}
+
+/// What a world is built from.
+#[derive(Debug, Clone)]
+pub struct WorldConfig {
+    pub seed: u64,
+    pub brokers: u32,
+    pub mode: Mode,
+    /// Cluster-wide configs (Kafka names), given to the controller and every broker.
+    pub configs: Vec<(String, String)>,
+    /// World time per step.
+    pub tick: Duration,
+    pub latency: Latency,
+}
+
+impl WorldConfig {
+    pub fn new(seed: u64, brokers: u32, mode: Mode) -> WorldConfig {
+        WorldConfig {
+            seed,
+            brokers,
+            mode,
+            configs: Vec::new(),
+            tick: Duration::from_millis(1),
+            latency: Latency::default(),
+        }
+    }
+}
+
+/// A host: a machine (disk, network view, clock) and the process on it, if running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum HostKind {
+    Controller,
+    Broker(i32),
+    Client,
+}
+
+/// Whether a host's process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Life {
+    Down,
+    Running,
+    /// Stopped at world time `since_us` (SIGSTOP or a long GC pause).
+    Paused {
+        since_us: u64,
+    },
+}
+
+/// Wall-clock time and random ids of one host, both from the world.
+#[derive(Debug)]
+pub struct SimClock {
+    net: Arc<NetCore>,
+    rng: Mutex<StdRng>,
+}
+
+impl Clock for SimClock {
+    fn now_ms(&self) -> i64 {
+        EPOCH_MS + i64::try_from(self.net.now_us() / 1_000).unwrap_or(i64::MAX)
+    }
+
+    fn new_uuid(&self) -> Uuid {
+        let bits: u128 = self.rng.lock().unwrap_or_else(|e| e.into_inner()).gen();
+        uuid::Builder::from_random_bytes(bits.to_le_bytes()).into_uuid()
+    }
+}
+
+/// One host of the world.
+pub struct Host {
+    pub name: String,
+    pub kind: HostKind,
+    pub storage: Arc<MemStorage>,
+    pub net: SimNetwork,
+    pub life: Life,
+    /// Process starts so far.
+    pub incarnation: u32,
+    runtime: Option<Runtime>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The running broker, for observers (set when it opens).
+    pub broker: Arc<Mutex<Option<Arc<Broker>>>>,
+    pub ready: Arc<AtomicBool>,
+    /// How the last process run ended, once it ended by itself.
+    pub exit: Option<String>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("name", &self.name)
+            .field("life", &self.life)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// The running broker, if this host runs one.
+    pub fn running_broker(&self) -> Option<Arc<Broker>> {
+        if self.life == Life::Down {
+            return None;
+        }
+        self.broker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Waits for `future` on this host's runtime, driving it (and only it).
+    pub fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.runtime
+            .as_ref()
+            .expect("the host is running")
+            .block_on(future)
+    }
+
+    /// Runs `future` on this host's runtime (the host must be up).
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.runtime
+            .as_ref()
+            .expect("the host is running")
+            .spawn(future)
+    }
+}
+
+/// The whole simulated cluster.
+pub struct World {
+    pub config: WorldConfig,
+    pub net: Arc<NetCore>,
+    pub hosts: BTreeMap<String, Host>,
+    pub rng: StdRng,
+    pub cluster_id: String,
+    now_us: u64,
+    step: u64,
+    pub trace: Trace,
+    /// The controller's metadata as an observer on the client host last fetched it (it sees
+    /// the metadata even while every broker is down).
+    pub observed: Arc<Mutex<Option<Arc<keel_controller::image::ClusterImage>>>>,
+    /// Print every delivery (`KEEL_SIM_DELIVERIES` set): to find where two runs diverge.
+    debug_deliveries: bool,
+}
+
+impl World {
+    /// A formatted cluster (controller, brokers 1..=N, a client host), not yet started.
+    pub fn new(config: WorldConfig, trace: Trace) -> anyhow::Result<World> {
+        let net = NetCore::new(config.seed ^ 0x6e65_7477_6f72_6b00, config.latency);
+        let mut rng = StdRng::seed_from_u64(config.seed);
+        let cluster_id = format!("sim-{:016x}", rng.gen::<u64>());
+        let mut world = World {
+            config,
+            net,
+            hosts: BTreeMap::new(),
+            rng,
+            cluster_id,
+            now_us: 0,
+            step: 0,
+            trace,
+            observed: Arc::new(Mutex::new(None)),
+            debug_deliveries: std::env::var_os("KEEL_SIM_DELIVERIES").is_some(),
+        };
+        world.add_host(CONTROLLER_HOST.to_string(), HostKind::Controller)?;
+        for id in 1..=i32::try_from(world.config.brokers)? {
+            world.add_host(broker_host(id), HostKind::Broker(id))?;
+        }
+        world.add_host(CLIENT_HOST.to_string(), HostKind::Client)?;
+        Ok(world)
+    }
+
+    fn add_host(&mut self, name: String, kind: HostKind) -> anyhow::Result<()> {
+        let storage = Arc::new(MemStorage::new());
+        let net = self.net.view(&name);
+        let host = Host {
+            name: name.clone(),
+            kind,
+            storage,
+            net,
+            life: Life::Down,
+            incarnation: 0,
+            runtime: None,
+            stop: CancellationToken::new(),
+            task: None,
+            broker: Arc::new(Mutex::new(None)),
+            ready: Arc::new(AtomicBool::new(false)),
+            exit: None,
+        };
+        self.hosts.insert(name.clone(), host);
+        self.format(&name)
+    }
+
+    /// Formats the host's disk (a fresh directory id each time).
+    fn format(&mut self, name: &str) -> anyhow::Result<()> {
+        let dir_id = self.random_uuid();
+        let cluster_id = self.cluster_id.clone();
+        let host = self.host(name)?;
+        let storage: Arc<dyn Storage> = host.storage.clone();
+        match host.kind {
+            HostKind::Controller => {
+                LogDir::format(
+                    storage,
+                    Path::new(METADATA_DIR),
+                    &cluster_id,
+                    CONTROLLER_ID,
+                    dir_id,
+                )?;
+            }
+            HostKind::Broker(id) => {
+                LogDir::format(storage, &broker_dir(id), &cluster_id, id, dir_id)?;
+            }
+            HostKind::Client => {}
+        }
+        Ok(())
+    }
+
+    pub fn random_uuid(&mut self) -> Uuid {
+        uuid::Builder::from_random_bytes(self.rng.gen::<u128>().to_le_bytes()).into_uuid()
+    }
+
+    pub fn host(&self, name: &str) -> anyhow::Result<&Host> {
+        self.hosts
+            .get(name)
+            .ok_or_else(|| anyhow::anyhow!("no host {name}"))
+    }
+
+    fn host_mut(&mut self, name: &str) -> anyhow::Result<&mut Host> {
+        self.hosts
+            .get_mut(name)
+            .ok_or_else(|| anyhow::anyhow!("no host {name}"))
+    }
+
+    /// World time.
+    pub fn now(&self) -> Duration {
+        Duration::from_micros(self.now_us)
+    }
+
+    pub fn now_us(&self) -> u64 {
+        self.now_us
+    }
+
+    /// Steps taken.
+    pub fn steps(&self) -> u64 {
+        self.step
+    }
+
+    /// The broker ids.
+    pub fn broker_ids(&self) -> Vec<i32> {
+        self.hosts
+            .values()
+            .filter_map(|h| match h.kind {
+                HostKind::Broker(id) => Some(id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The running brokers (paused ones included: their memory is intact).
+    pub fn brokers(&self) -> Vec<(i32, Arc<Broker>)> {
+        self.hosts
+            .values()
+            .filter_map(|h| match h.kind {
+                HostKind::Broker(id) => h.running_broker().map(|b| (id, b)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn broker_config(&self, id: i32) -> anyhow::Result<BrokerConfig> {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".into(), id.to_string());
+        props.insert("process.roles".into(), "broker".into());
+        props.insert("log.dirs".into(), broker_dir(id).display().to_string());
+        props.insert(
+            "listeners".into(),
+            format!("PLAINTEXT://{}:{BROKER_PORT}", broker_host(id)),
+        );
+        props.insert(
+            "controller.quorum.voters".into(),
+            format!("{CONTROLLER_ID}@{CONTROLLER_HOST}:{CONTROLLER_PORT}"),
+        );
+        props.insert("controller.listener.names".into(), "CONTROLLER".into());
+        props.insert("default.replication.factor".into(), "3".into());
+        // Simulated records carry simulated timestamps: keep retention out of the way.
+        props.insert("log.retention.check.interval.ms".into(), "86400000".into());
+        for (k, v) in &self.config.configs {
+            props.insert(k.clone(), v.clone());
+        }
+        Ok(BrokerConfig::from_properties(&props)?)
+    }
+
+    fn controller_config(&self) -> anyhow::Result<ControllerServerConfig> {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".into(), CONTROLLER_ID.to_string());
+        props.insert("process.roles".into(), "controller".into());
+        props.insert(
+            "listeners".into(),
+            format!("CONTROLLER://{CONTROLLER_HOST}:{CONTROLLER_PORT}"),
+        );
+        props.insert("controller.listener.names".into(), "CONTROLLER".into());
+        props.insert("metadata.log.dir".into(), METADATA_DIR.into());
+        props.insert("default.replication.factor".into(), "3".into());
+        for (k, v) in &self.config.configs {
+            props.insert(k.clone(), v.clone());
+        }
+        if self.config.mode == Mode::Classic {
+            props.insert("eligible.leader.replicas.enable".into(), "false".into());
+        }
+        Ok(ControllerServerConfig::from_properties(&props)?)
+    }
+
+    /// Starts the process on a host that is down.
+    pub fn start(&mut self, name: &str) -> anyhow::Result<()> {
+        let host = self.host(name)?;
+        if host.life != Life::Down {
+            anyhow::bail!("{name} is already running");
+        }
+        let kind = host.kind;
+        let seed = self.config.seed
+            ^ (u64::from(host.incarnation) << 32)
+            ^ name
+                .bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let clock: Arc<dyn Clock> = Arc::new(SimClock {
+            net: self.net.clone(),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+        });
+        let broker_config = match kind {
+            HostKind::Broker(id) => Some(self.broker_config(id)?),
+            _ => None,
+        };
+        let controller_config = match kind {
+            HostKind::Controller => Some(self.controller_config()?),
+            _ => None,
+        };
+        self.net.host_up(name);
+        // Tokio's own random choices (the wakeup order of watch channels, for one) come from
+        // the runtime's seed: seeded from the world, they repeat with it.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .rng_seed(tokio::runtime::RngSeed::from_bytes(&seed.to_le_bytes()))
+            .build()?;
+        let host = self.host_mut(name)?;
+        let stop = CancellationToken::new();
+        host.stop = stop.clone();
+        host.incarnation += 1;
+        host.exit = None;
+        host.ready.store(false, Ordering::SeqCst);
+        *host.broker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let storage: Arc<dyn Storage> = host.storage.clone();
+        let network = host.net.clone();
+        let task: Option<JoinHandle<anyhow::Result<()>>> = match kind {
+            HostKind::Broker(_) => {
+                let config = broker_config.expect("broker config built above");
+                let slot = host.broker.clone();
+                let ready = host.ready.clone();
+                let network: Arc<dyn Network> = Arc::new(network);
+                Some(runtime.spawn(keel_node::runtime::run_observed(
+                    config,
+                    storage,
+                    clock,
+                    network,
+                    stop,
+                    move |broker: &Arc<Broker>| {
+                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(broker.clone());
+                    },
+                    move |_ready: &keel_node::runtime::Ready| {
+                        ready.store(true, Ordering::SeqCst);
+                    },
+                )))
+            }
+            HostKind::Controller => {
+                let config = controller_config.expect("controller config built above");
+                let listener = network.bind(&format!("{CONTROLLER_HOST}:{CONTROLLER_PORT}"));
+                let endpoint = config.listener.clone();
+                let ready = host.ready.clone();
+                let network: Arc<dyn Network> = Arc::new(network);
+                Some(runtime.spawn(async move {
+                    controller_server::serve(
+                        config,
+                        MetadataDir::Own,
+                        storage,
+                        clock,
+                        network,
+                        listener,
+                        endpoint,
+                        stop,
+                        move || ready.store(true, Ordering::SeqCst),
+                    )
+                    .await
+                    .map_err(anyhow::Error::new)
+                }))
+            }
+            HostKind::Client => None,
+        };
+        host.runtime = Some(runtime);
+        host.task = task;
+        host.life = Life::Running;
+        let incarnation = host.incarnation;
+        self.trace.event(
+            self.now_us,
+            format!("start {name} (incarnation {incarnation})"),
+        );
+        Ok(())
+    }
+
+    /// Starts every host.
+    pub fn start_all(&mut self) -> anyhow::Result<()> {
+        let names: Vec<String> = self.hosts.keys().cloned().collect();
+        // The controller first, then the brokers, then the client.
+        let mut order: Vec<String> = names
+            .iter()
+            .filter(|n| *n == CONTROLLER_HOST)
+            .cloned()
+            .collect();
+        order.extend(
+            names
+                .iter()
+                .filter(|n| *n != CONTROLLER_HOST && *n != CLIENT_HOST)
+                .cloned(),
+        );
+        order.push(CLIENT_HOST.to_string());
+        for name in order {
+            self.start(&name)?;
+        }
+        Ok(())
+    }
+
+    /// Kills the process (dropping its runtime stops every task at once). With `power_loss`
+    /// the machine also loses every write not yet fsynced (with `torn`, files keep a random
+    /// prefix of their unsynced tails).
+    pub fn crash(&mut self, name: &str, power_loss: bool, torn: bool) -> anyhow::Result<()> {
+        let torn_seed = self.rng.gen::<u64>();
+        let now = self.now_us;
+        let host = self.host_mut(name)?;
+        if host.life == Life::Down {
+            anyhow::bail!("{name} is not running");
+        }
+        *host.broker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        host.ready.store(false, Ordering::SeqCst);
+        host.task = None;
+        host.life = Life::Down;
+        let runtime = host.runtime.take();
+        let storage = host.storage.clone();
+        self.net.host_down(
+            name,
+            if power_loss {
+                Severance::BlackHole
+            } else {
+                Severance::Reset
+            },
+        );
+        drop(runtime);
+        if power_loss {
+            if torn {
+                storage.crash_with_torn_tails(torn_seed);
+            } else {
+                storage.crash();
+            }
+        }
+        let how = match (power_loss, torn) {
+            (false, _) => "killed",
+            (true, false) => "power loss",
+            (true, true) => "power loss, torn writes",
+        };
+        self.trace.event(now, format!("crash {name} ({how})"));
+        Ok(())
+    }
+
+    /// Asks the process to stop cleanly (controlled shutdown, flush, clean-shutdown file);
+    /// step until [`World::task_finished`], then [`World::finish_stop`].
+    pub fn request_stop(&mut self, name: &str) -> anyhow::Result<()> {
+        let host = self.host(name)?;
+        if host.life == Life::Down {
+            anyhow::bail!("{name} is not running");
+        }
+        if matches!(host.life, Life::Paused { .. }) {
+            anyhow::bail!("{name} is paused");
+        }
+        host.stop.cancel();
+        self.trace.event(self.now_us, format!("shutdown {name}"));
+        Ok(())
+    }
+
+    /// Whether the host's process has ended.
+    pub fn task_finished(&self, name: &str) -> bool {
+        self.hosts
+            .get(name)
+            .is_some_and(|h| h.task.as_ref().is_none_or(|t| t.is_finished()))
+    }
+
+    /// Takes down a host whose process ended after [`World::request_stop`].
+    pub fn finish_stop(&mut self, name: &str) -> anyhow::Result<()> {
+        let host = self.host_mut(name)?;
+        let task = host.task.take();
+        let runtime = host.runtime.take();
+        let mut outcome = None;
+        if let (Some(task), Some(rt)) = (task, runtime.as_ref()) {
+            outcome = Some(rt.block_on(task));
+        }
+        *host.broker.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        host.ready.store(false, Ordering::SeqCst);
+        host.life = Life::Down;
+        self.net.host_down(name, Severance::Reset);
+        drop(runtime);
+        let exit = match &outcome {
+            Some(Ok(Err(e))) => format!("stopped with an error: {e:#}"),
+            Some(Err(e)) => format!("task failed: {e}"),
+            _ => "stopped cleanly".to_string(),
+        };
+        self.trace.event(self.now_us, format!("{name} {exit}"));
+        match &outcome {
+            Some(Ok(Err(_))) | Some(Err(_)) => anyhow::bail!("{name} {exit}"),
+            _ => Ok(()),
+        }
+    }
+
+    /// Gives a stopped broker an empty, freshly formatted disk (a replaced drive).
+    pub fn wipe(&mut self, name: &str) -> anyhow::Result<()> {
+        let host = self.host_mut(name)?;
+        if host.life != Life::Down {
+            anyhow::bail!("{name} must be stopped before its disk is replaced");
+        }
+        host.storage = Arc::new(MemStorage::new());
+        self.format(name)?;
+        self.trace.event(self.now_us, format!("wipe {name}"));
+        Ok(())
+    }
+
+    pub fn pause(&mut self, name: &str) -> anyhow::Result<()> {
+        let now = self.now_us;
+        let host = self.host_mut(name)?;
+        if host.life != Life::Running {
+            anyhow::bail!("{name} is not running");
+        }
+        host.life = Life::Paused { since_us: now };
+        self.trace.event(now, format!("pause {name}"));
+        Ok(())
+    }
+
+    pub fn resume(&mut self, name: &str) -> anyhow::Result<()> {
+        let now = self.now_us;
+        let host = self.host_mut(name)?;
+        let Life::Paused { since_us } = host.life else {
+            anyhow::bail!("{name} is not paused");
+        };
+        host.life = Life::Running;
+        let paused = Duration::from_micros(now - since_us);
+        if let Some(rt) = host.runtime.as_ref() {
+            // The process's clock jumps: overdue timers fire at once.
+            rt.block_on(async move { tokio::time::advance(paused).await });
+        }
+        self.trace
+            .event(now, format!("resume {name} after {}ms", paused.as_millis()));
+        Ok(())
+    }
+
+    /// One step: deliver due bytes, then run every running host for one tick.
+    pub fn step(&mut self) -> anyhow::Result<()> {
+        self.step += 1;
+        self.now_us += self.config.tick.as_micros() as u64;
+        self.net.set_now_us(self.now_us);
+        let moved = self.net.deliver();
+        if moved > 0 {
+            // Every delivery shapes what follows: it is part of the run's fingerprint.
+            self.trace.mix(&self.now_us.to_le_bytes());
+            self.trace.mix(&moved.to_le_bytes());
+            if self.debug_deliveries {
+                eprintln!("step {} t={}us delivered {moved}", self.step, self.now_us);
+            }
+        }
+        let tick = self.config.tick;
+        let now_us = self.now_us;
+        let World { hosts, trace, .. } = self;
+        for host in hosts.values_mut() {
+            if host.life != Life::Running {
+                continue;
+            }
+            let Some(rt) = host.runtime.as_ref() else {
+                continue;
+            };
+            rt.block_on(async move { tokio::time::sleep(tick).await });
+            if host.exit.is_none() && host.task.as_ref().is_some_and(|t| t.is_finished()) {
+                let task = host.task.take().expect("checked above");
+                let outcome = match rt.block_on(task) {
+                    Ok(Ok(())) => "stopped".to_string(),
+                    Ok(Err(e)) => format!("stopped with an error: {e:#}"),
+                    Err(e) => format!("task failed: {e}"),
+                };
+                trace.event(now_us, format!("{} exited: {outcome}", host.name));
+                host.exit = Some(outcome);
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps until `done` or `limit` of world time passes; whether `done` held.
+    pub fn run_until(
+        &mut self,
+        limit: Duration,
+        mut done: impl FnMut(&World) -> bool,
+    ) -> anyhow::Result<bool> {
+        let deadline = self.now_us + limit.as_micros() as u64;
+        loop {
+            if done(self) {
+                return Ok(true);
+            }
+            if self.now_us >= deadline {
+                return Ok(false);
+            }
+            self.step()?;
+        }
+    }
+
+    /// Steps for `duration` of world time.
+    pub fn advance(&mut self, duration: Duration) -> anyhow::Result<()> {
+        self.run_until(duration, |_| false).map(|_| ())
+    }
+}
+
+/// Follows the controller's metadata log from the client host, as a broker would, and
+/// publishes each image to `slot`; reconnects whenever the controller is unreachable.
+pub async fn observe_metadata(
+    net: SimNetwork,
+    slot: Arc<Mutex<Option<Arc<keel_controller::image::ClusterImage>>>>,
+) {
+    use keel_node::cluster::follower::MetadataFollower;
+    let addr = format!("{CONTROLLER_HOST}:{CONTROLLER_PORT}");
+    loop {
+        let connected =
+            keel_node::client::Connection::connect(&net, &addr, "keel-sim-observer").await;
+        let Ok(mut connection) = connected else {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        // A fresh follower per connection: a restarted controller may have a different log.
+        let mut follower = MetadataFollower::new();
+        loop {
+            let fetched = tokio::time::timeout(
+                Duration::from_secs(5),
+                follower.fetch_once(&mut connection, -1),
+            )
+            .await;
+            match fetched {
+                Ok(Ok(0)) => {}
+                Ok(Ok(_)) => {
+                    *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(follower.snapshot());
+                }
+                _ => break,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A broker's host name.
+pub fn broker_host(id: i32) -> String {
+    format!("b{id}")
+}
+
+fn broker_dir(id: i32) -> PathBuf {
+    PathBuf::from(format!("/data/b{id}"))
+}
