@@ -154,7 +154,7 @@ impl Sim {
     /// One step of the world, then the checks.
     pub fn step(&mut self) -> anyhow::Result<()> {
         self.world.step()?;
-        let full = self.world.steps() % FULL_CHECK_EVERY == 0;
+        let full = self.world.steps().is_multiple_of(FULL_CHECK_EVERY);
         self.check(full);
         Ok(())
     }
