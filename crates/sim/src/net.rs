@@ -75,6 +75,8 @@ struct NetState {
     cut: BTreeSet<(HostName, HostName)>,
     /// Hosts whose connections are black holes.
     silent: BTreeSet<HostName>,
+    /// Hold rules: (from, to, Kafka API key) — see [`NetCore::hold`].
+    holds: BTreeSet<(HostName, HostName, i16)>,
     pipes: Vec<Weak<Pipe>>,
     next_connection: u64,
     /// Bytes delivered so far (for the trace).
@@ -99,6 +101,8 @@ struct PipeState {
     fin_at: Option<u64>,
     eof: bool,
     reset: bool,
+    /// Held by a hold rule: nothing is delivered until released.
+    held: bool,
     reader_gone: bool,
     waker: Option<Waker>,
 }
@@ -114,6 +118,7 @@ impl NetCore {
                 listeners: BTreeMap::new(),
                 cut: BTreeSet::new(),
                 silent: BTreeSet::new(),
+                holds: BTreeSet::new(),
                 pipes: Vec::new(),
                 next_connection: 0,
                 delivered_bytes: 0,
@@ -163,6 +168,25 @@ impl NetCore {
             (b.to_string(), a.to_string())
         };
         self.lock().cut.insert(key);
+    }
+
+    /// From now on, the first request of Kafka API `api_key` that `from` writes to `to` — and
+    /// everything after it on that connection — is held in flight until [`NetCore::release`]:
+    /// a request delayed in the network while the host's other connections flow. (Keel's
+    /// clients write whole frames, so a write that starts a frame names its API at bytes 4..6.)
+    pub fn hold(&self, from: &str, to: &str, api_key: i16) {
+        self.lock()
+            .holds
+            .insert((from.to_string(), to.to_string(), api_key));
+    }
+
+    /// Drops every hold rule and lets every held connection deliver.
+    pub fn release(&self) {
+        let mut state = self.lock();
+        state.holds.clear();
+        for pipe in state.pipes.iter().filter_map(Weak::upgrade) {
+            pipe.lock().held = false;
+        }
     }
 
     /// Restores every link.
@@ -234,6 +258,9 @@ impl NetCore {
         let pipes: Vec<Arc<Pipe>> = state.pipes.iter().filter_map(Weak::upgrade).collect();
         let mut moved = 0;
         for pipe in pipes {
+            if pipe.lock().held {
+                continue;
+            }
             if NetCore::link_cut(&state, &pipe.from, &pipe.to)
                 || state.silent.contains(&pipe.from)
                 || state.silent.contains(&pipe.to)
@@ -473,9 +500,21 @@ impl AsyncWrite for SimStream {
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let latency = NetCore::latency_us(&mut self.core.lock());
+        let (latency, hold) = {
+            let mut state = self.core.lock();
+            let hold = buf.len() >= 6 && {
+                let api = i16::from_be_bytes([buf[4], buf[5]]);
+                state
+                    .holds
+                    .contains(&(self.tx.from.clone(), self.tx.to.clone(), api))
+            };
+            (NetCore::latency_us(&mut state), hold)
+        };
         let now = self.core.now_us();
         let mut s = self.tx.lock();
+        if hold && !s.held {
+            s.held = true;
+        }
         if s.reset {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionReset,
@@ -540,5 +579,94 @@ impl Drop for SimStream {
         let mut r = self.rx.lock();
         r.reader_gone = true;
         r.readable.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+
+    /// Moves world time on and delivers what is due.
+    fn advance(core: &NetCore, us: u64) {
+        core.set_now_us(core.now_us() + us);
+        core.deliver();
+    }
+
+    // Shows: bytes arrive only once their latency has passed; a cut link holds them (TCP
+    // retransmits) until healed; a hold rule holds one API's request until released, while
+    // another connection of the same hosts flows.
+    #[test]
+    fn latency_cuts_and_holds() {
+        let core = NetCore::new(
+            1,
+            Latency {
+                min_us: 1_000,
+                max_us: 1_000,
+            },
+        );
+        let rt = runtime();
+        let server = core.view("b");
+        let client = core.view("a");
+        let mut listener = server.bind("b:1");
+        let (mut a, mut b) = rt.block_on(async {
+            let a = client.connect("b:1").await.unwrap();
+            let (b, _) = listener.accept().await.unwrap();
+            (a, b)
+        });
+        let mut buf = [0u8; 16];
+        rt.block_on(a.write_all(b"hello")).unwrap();
+        advance(&core, 500);
+        let early = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), b.read(&mut buf)).await
+        });
+        assert!(early.is_err(), "delivered before its latency");
+        advance(&core, 500);
+        assert_eq!(rt.block_on(b.read(&mut buf)).unwrap(), 5);
+
+        core.cut("a", "b");
+        rt.block_on(a.write_all(b"x")).unwrap();
+        advance(&core, 10_000);
+        let held = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), b.read(&mut buf)).await
+        });
+        assert!(held.is_err(), "crossed a cut link");
+        core.heal();
+        advance(&core, 0);
+        assert_eq!(rt.block_on(b.read(&mut buf)).unwrap(), 1);
+
+        // A frame whose API key (bytes 4..6) is 56 (AlterPartition) is held; heartbeats flow.
+        core.hold("a", "b", 56);
+        let frame = [0u8, 0, 0, 4, 0, 56, 0, 3];
+        rt.block_on(a.write_all(&frame)).unwrap();
+        let (mut c, mut d) = rt.block_on(async {
+            let c = client.connect("b:1").await.unwrap();
+            let (d, _) = listener.accept().await.unwrap();
+            (c, d)
+        });
+        rt.block_on(c.write_all(&[0u8, 0, 0, 4, 0, 63, 0, 1]))
+            .unwrap();
+        advance(&core, 10_000);
+        assert_eq!(
+            rt.block_on(d.read(&mut buf)).unwrap(),
+            8,
+            "the heartbeat flows"
+        );
+        let held = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), b.read(&mut buf)).await
+        });
+        assert!(held.is_err(), "the held request was delivered");
+        core.release();
+        advance(&core, 0);
+        assert_eq!(rt.block_on(b.read(&mut buf)).unwrap(), 8);
     }
 }

@@ -101,12 +101,8 @@ pub fn document(rows: &[Row], table: &str, seed: u64) -> String {
     );
     out.push_str(table);
     out.push_str(
-        "\n**Pending, not passing** (not yet expressible in the simulator): KAFKA-14139 (a \
-         stale AlterPartition re-admitting a wiped replica) needs a fault that holds one \
-         request type on one connection while the broker's heartbeats flow; the controller's \
-         KIP-903 broker-epoch check that defeats it is covered by the controller's tables and \
-         golden cases and by `tests/python/test_cluster.py`. KAFKA-532 (a paused old \
-         controller) needs the Raft controller quorum (issue 6).\n",
+        "\n**Pending, not passing**: KAFKA-532 (a paused old controller whose stale decisions \
+         must not reach brokers) needs the Raft controller quorum (issue 6).\n",
     );
     out.push_str("\n## The scenarios\n\n");
     for row in rows {

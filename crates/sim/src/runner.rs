@@ -299,6 +299,22 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             sim.world.trace.event(sim.world.now_us(), "heal");
             Ok(())
         }
+        Step::Hold { from, to, api } => {
+            let key = crate::scenario::api_key(api).ok_or_else(|| format!("unknown API {api}"))?;
+            sim.world.net.hold(&host_of(from), &host_of(to), key);
+            sim.world.trace.event(
+                sim.world.now_us(),
+                format!("hold {api} requests {} -> {}", host_of(from), host_of(to)),
+            );
+            Ok(())
+        }
+        Step::Release => {
+            sim.world.net.release();
+            sim.world
+                .trace
+                .event(sim.world.now_us(), "release held requests");
+            Ok(())
+        }
         Step::Wait(d) => sim.advance(*d).map_err(err),
         Step::Await { cond, within } => {
             let c = cond.clone();

@@ -20,6 +20,24 @@ pub type NodeId = i32;
 pub const MAX_BROKERS: u32 = 9;
 
 /// How long `await` waits when the step has no `within`.
+/// The Kafka APIs a `hold` step can name, with their API keys.
+pub const HOLDABLE_APIS: &[(&str, i16)] = &[
+    ("Produce", 0),
+    ("Fetch", 1),
+    ("Metadata", 3),
+    ("AlterPartition", 56),
+    ("BrokerRegistration", 62),
+    ("BrokerHeartbeat", 63),
+];
+
+/// The API key of a holdable API name.
+pub fn api_key(name: &str) -> Option<i16> {
+    HOLDABLE_APIS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+}
+
 pub const DEFAULT_WITHIN: Duration = Duration::from_secs(30);
 
 /// A process of the simulated cluster.
@@ -188,6 +206,13 @@ pub enum Step {
     Partition(Vec<Node>, Vec<Node>),
     /// `heal`: restore every network link.
     Heal,
+    /// `hold <node> -> <node> <Api>`: from now on, the first request of that Kafka API the
+    /// first node sends the second (and everything after it on that connection) is held in
+    /// flight until `release` — a request delayed in the network while the node's other
+    /// connections (its heartbeats) flow. APIs: see [`HOLDABLE_APIS`].
+    Hold { from: Node, to: Node, api: String },
+    /// `release`: deliver every held connection and drop every hold rule.
+    Release,
     /// `wait <duration>`: let simulated time pass.
     Wait(Duration),
     /// `await <condition> [within <duration>]`: advance simulated time until the condition
@@ -697,6 +722,38 @@ impl Parser {
                     return Err(arity(args, 0, "heal"));
                 }
                 Step::Heal
+            }
+            "release" => {
+                if !args.is_empty() {
+                    return Err(arity(args, 0, "release"));
+                }
+                Step::Release
+            }
+            "hold" => {
+                let [from, "->", to, api] = args else {
+                    return Err(arity(args, 4, "hold <node> -> <node> <Api>"));
+                };
+                let (from, to) = (self.node(from)?, self.node(to)?);
+                if from == to {
+                    return Err(format!(
+                        "`hold` needs two different nodes, not {from} twice"
+                    ));
+                }
+                if api_key(api).is_none() {
+                    return Err(format!(
+                        "unknown API `{api}`: one of {}",
+                        HOLDABLE_APIS
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                Step::Hold {
+                    from,
+                    to,
+                    api: (*api).to_string(),
+                }
             }
             "wait" => {
                 let [duration] = args else {
@@ -1345,6 +1402,8 @@ impl fmt::Display for Step {
                 )
             }
             Step::Heal => f.write_str("heal"),
+            Step::Hold { from, to, api } => write!(f, "hold {from} -> {to} {api}"),
+            Step::Release => f.write_str("release"),
             Step::Wait(duration) => write!(f, "wait {}", Dur(*duration)),
             Step::Await { cond, within } => write!(f, "await {cond} within {}", Dur(*within)),
             Step::Produce { tp, count, acks } => {
@@ -1582,6 +1641,15 @@ mod tests {
         assert_eq!(step("resume 2"), Step::Resume(b(2)));
         assert_eq!(step("isolate controller"), Step::Isolate(Node::Controller));
         assert_eq!(step("heal"), Step::Heal);
+        assert_eq!(step("release"), Step::Release);
+        assert_eq!(
+            step("hold 1 -> controller AlterPartition"),
+            Step::Hold {
+                from: Node::Broker(1),
+                to: Node::Controller,
+                api: "AlterPartition".to_string()
+            }
+        );
     }
 
     #[test]
@@ -1959,7 +2027,8 @@ mod tests {
             expect leader-epoch t/0 > 0\nexpect leader-epoch t/0 <= 4\nexpect fenced 3\n\
             expect unfenced 3\nexpect ready 2\nexpect lost t/0 = 0\nexpect lost t/0 >= 1\n\
             expect acked t/0 >= 10\nexpect acked t/1 < 3\nexpect offline t/0\n\
-            expect online t/1\nkeel: expect lost t/0 = 0\nclassic: expect lost t/0 >= 1\n";
+            expect online t/1\nkeel: expect lost t/0 = 0\nclassic: expect lost t/0 >= 1\n\
+            hold 1 -> controller AlterPartition\nhold controller -> 2 Fetch\nrelease\n";
         let parsed = steps(source);
         assert_eq!(parsed.len(), source.lines().count());
         let displayed: Vec<String> = parsed.iter().map(ToString::to_string).collect();
@@ -1982,7 +2051,8 @@ mod tests {
             displayed[39],
             "alter-config topic t unclean.leader.election.enable="
         );
-        assert_eq!(displayed[displayed.len() - 2], "keel: expect lost t/0 = 0");
+        assert_eq!(displayed[displayed.len() - 5], "keel: expect lost t/0 = 0");
+        assert_eq!(displayed[displayed.len() - 3], "hold 1 -> controller AlterPartition");
     }
 
     #[test]

@@ -43,7 +43,8 @@ pub struct Sim {
     pub found: Vec<Found>,
     /// Time each partition spent without a leader (by the newest image), microseconds.
     pub offline_us: BTreeMap<Tp, u64>,
-    /// Leaders each partition had, in order of election: (broker, leader epoch).
+    /// Leaders each partition had, in order of election: (broker, leader epoch); broker -1
+    /// marks a time without a leader.
     pub leader_history: BTreeMap<Tp, Vec<(i32, i32)>>,
     topics: Vec<TopicPlan>,
     /// Whether durability violations are failures (Keel mode, unless the run opts out).
@@ -191,7 +192,25 @@ impl Sim {
                     continue;
                 };
                 match state.leader {
-                    None => *self.offline_us.entry(tp).or_default() += tick,
+                    None => {
+                        let history = self.leader_history.entry(tp.clone()).or_default();
+                        if history.last().is_some_and(|(b, _)| *b >= 0) {
+                            history.push((-1, state.leader_epoch.0));
+                            self.world.trace.event(
+                                self.world.now_us(),
+                                format!(
+                                    "{}-{}: no leader (epoch {}), ISR {:?}, ELR {:?}, last known ELR {:?}",
+                                    tp.0,
+                                    tp.1,
+                                    state.leader_epoch.0,
+                                    state.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    state.elr.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                    state.last_known_elr.iter().map(|b| b.0).collect::<Vec<_>>()
+                                ),
+                            );
+                        }
+                        *self.offline_us.entry(tp).or_default() += tick;
+                    }
                     Some(leader) => {
                         let history = self.leader_history.entry(tp.clone()).or_default();
                         let now = (leader.0, state.leader_epoch.0);

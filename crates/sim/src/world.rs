@@ -419,18 +419,21 @@ impl World {
                 let slot = host.broker.clone();
                 let ready = host.ready.clone();
                 let network: Arc<dyn Network> = Arc::new(network);
-                Some(runtime.spawn(keel_node::runtime::run_observed(
-                    config,
-                    storage,
-                    clock,
-                    network,
-                    stop,
-                    move |broker: &Arc<Broker>| {
-                        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(broker.clone());
-                    },
-                    move |_ready: &keel_node::runtime::Ready| {
-                        ready.store(true, Ordering::SeqCst);
-                    },
+                Some(runtime.spawn(tracing::Instrument::instrument(
+                    keel_node::runtime::run_observed(
+                        config,
+                        storage,
+                        clock,
+                        network,
+                        stop,
+                        move |broker: &Arc<Broker>| {
+                            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(broker.clone());
+                        },
+                        move |_ready: &keel_node::runtime::Ready| {
+                            ready.store(true, Ordering::SeqCst);
+                        },
+                    ),
+                    tracing::info_span!("node", host = %name),
                 )))
             }
             HostKind::Controller => {
@@ -439,21 +442,25 @@ impl World {
                 let endpoint = config.listener.clone();
                 let ready = host.ready.clone();
                 let network: Arc<dyn Network> = Arc::new(network);
-                Some(runtime.spawn(async move {
-                    controller_server::serve(
-                        config,
-                        MetadataDir::Own,
-                        storage,
-                        clock,
-                        network,
-                        listener,
-                        endpoint,
-                        stop,
-                        move || ready.store(true, Ordering::SeqCst),
-                    )
-                    .await
-                    .map_err(anyhow::Error::new)
-                }))
+                let span = tracing::info_span!("node", host = %name);
+                Some(runtime.spawn(tracing::Instrument::instrument(
+                    async move {
+                        controller_server::serve(
+                            config,
+                            MetadataDir::Own,
+                            storage,
+                            clock,
+                            network,
+                            listener,
+                            endpoint,
+                            stop,
+                            move || ready.store(true, Ordering::SeqCst),
+                        )
+                        .await
+                        .map_err(anyhow::Error::new)
+                    },
+                    span,
+                )))
             }
             HostKind::Client => None,
         };

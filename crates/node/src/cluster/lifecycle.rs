@@ -60,7 +60,7 @@ pub enum LifecycleError {
     TimedOut(Duration),
 }
 
-/// How long a heartbeat waits for its answer before the connection is given up (a controller
+/// How long a registration or heartbeat waits for its answer before the connection is given up (a controller
 /// behind a network partition never answers; the broker reconnects and tries again — and a
 /// controlled shutdown stops waiting at its own deadline).
 pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -112,9 +112,12 @@ pub async fn register<S: AsyncRead + AsyncWrite + Unpin>(
         .with_rack(registration.rack.clone().map(StrBytes::from_string))
         .with_log_dirs(registration.log_dir_ids.clone())
         .with_previous_broker_epoch(registration.previous_broker_epoch.unwrap_or(-1));
-    let response: BrokerRegistrationResponse = connection
-        .call_version(ApiKey::BrokerRegistration, version, &request)
-        .await?;
+    let response: BrokerRegistrationResponse = tokio::time::timeout(
+        HEARTBEAT_TIMEOUT,
+        connection.call_version(ApiKey::BrokerRegistration, version, &request),
+    )
+    .await
+    .map_err(|_| LifecycleError::TimedOut(HEARTBEAT_TIMEOUT))??;
     check(response.error_code)?;
     Ok(response.broker_epoch)
 }
