@@ -507,6 +507,45 @@ impl Client {
     }
 }
 
+/// An operator's ElectLeaders (v2) for one partition, sent straight to the controller at
+/// `controller` (as `kafka-leader-election.sh --bootstrap-controller` does); the partition's
+/// error code and message.
+pub async fn elect_leader(
+    net: &SimNetwork,
+    controller: &str,
+    tp: &Tp,
+    unclean: bool,
+) -> anyhow::Result<(i16, Option<String>)> {
+    use keel_wire::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use keel_wire::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+    let mut connection = Connection::connect(net, controller, "keel-sim-operator").await?;
+    let request = ElectLeadersRequest::default()
+        .with_election_type(i8::from(unclean))
+        .with_topic_partitions(Some(vec![TopicPartitions::default()
+            .with_topic(topic_name(&tp.0))
+            .with_partitions(vec![tp.1])]))
+        .with_timeout_ms(30_000);
+    let response: ElectLeadersResponse = tokio::time::timeout(
+        Duration::from_secs(35),
+        connection.call_version(ApiKey::ElectLeaders, 2, &request),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("ElectLeaders was not answered"))??;
+    if response.error_code != 0 {
+        return Ok((response.error_code, None));
+    }
+    let result = response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| t.partition_result.iter())
+        .find(|p| p.partition_id == tp.1)
+        .ok_or_else(|| anyhow::anyhow!("no result for {}-{}", tp.0, tp.1))?;
+    Ok((
+        result.error_code,
+        result.error_message.as_ref().map(|m| m.to_string()),
+    ))
+}
+
 fn topic_name(topic: &str) -> TopicName {
     TopicName(StrBytes::from_string(topic.to_string()))
 }

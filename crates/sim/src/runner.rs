@@ -315,6 +315,40 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
                 .event(sim.world.now_us(), "release held requests");
             Ok(())
         }
+        Step::Elect { tp, unclean } => {
+            let net = sim
+                .world
+                .host(crate::world::CLIENT_HOST)
+                .map_err(err)?
+                .net
+                .clone();
+            let addr = format!("{CONTROLLER_HOST}:{}", crate::world::CONTROLLER_PORT);
+            let tp2 = tp_of(tp);
+            let unclean = *unclean;
+            let answer = sim
+                .run_task(Duration::from_secs(40), async move {
+                    crate::client::elect_leader(&net, &addr, &tp2, unclean).await
+                })
+                .map_err(err)?
+                .ok_or("ElectLeaders did not finish")?
+                .map_err(err)?;
+            sim.world.trace.event(
+                sim.world.now_us(),
+                format!(
+                    "ElectLeaders {} {tp}: error {} {}",
+                    if unclean { "unclean" } else { "preferred" },
+                    answer.0,
+                    answer.1.clone().unwrap_or_default()
+                ),
+            );
+            match answer.0 {
+                0 => Ok(()),
+                code => Err(format!(
+                    "ElectLeaders answered error {code}: {}",
+                    answer.1.unwrap_or_default()
+                )),
+            }
+        }
         Step::Wait(d) => sim.advance(*d).map_err(err),
         Step::Await { cond, within } => {
             let c = cond.clone();

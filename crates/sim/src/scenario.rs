@@ -213,6 +213,10 @@ pub enum Step {
     Hold { from: Node, to: Node, api: String },
     /// `release`: deliver every held connection and drop every hold rule.
     Release,
+    /// `elect <tp> preferred|unclean`: an operator's ElectLeaders (API 43) sent to the
+    /// controller (`unclean` on a partition without an eligible replica starts an unclean
+    /// recovery — the way out of the Manual strategy).
+    Elect { tp: Tp, unclean: bool },
     /// `wait <duration>`: let simulated time pass.
     Wait(Duration),
     /// `await <condition> [within <duration>]`: advance simulated time until the condition
@@ -728,6 +732,24 @@ impl Parser {
                     return Err(arity(args, 0, "release"));
                 }
                 Step::Release
+            }
+            "elect" => {
+                let [tp, kind] = args else {
+                    return Err(arity(args, 2, "elect <topic/partition> preferred|unclean"));
+                };
+                let unclean = match *kind {
+                    "preferred" => false,
+                    "unclean" => true,
+                    other => {
+                        return Err(format!(
+                            "unknown election type `{other}`: `preferred` or `unclean`"
+                        ))
+                    }
+                };
+                Step::Elect {
+                    tp: self.tp(tp)?,
+                    unclean,
+                }
             }
             "hold" => {
                 let [from, "->", to, api] = args else {
@@ -1404,6 +1426,11 @@ impl fmt::Display for Step {
             Step::Heal => f.write_str("heal"),
             Step::Hold { from, to, api } => write!(f, "hold {from} -> {to} {api}"),
             Step::Release => f.write_str("release"),
+            Step::Elect { tp, unclean } => write!(
+                f,
+                "elect {tp} {}",
+                if *unclean { "unclean" } else { "preferred" }
+            ),
             Step::Wait(duration) => write!(f, "wait {}", Dur(*duration)),
             Step::Await { cond, within } => write!(f, "await {cond} within {}", Dur(*within)),
             Step::Produce { tp, count, acks } => {
@@ -2028,7 +2055,8 @@ mod tests {
             expect unfenced 3\nexpect ready 2\nexpect lost t/0 = 0\nexpect lost t/0 >= 1\n\
             expect acked t/0 >= 10\nexpect acked t/1 < 3\nexpect offline t/0\n\
             expect online t/1\nkeel: expect lost t/0 = 0\nclassic: expect lost t/0 >= 1\n\
-            hold 1 -> controller AlterPartition\nhold controller -> 2 Fetch\nrelease\n";
+            hold 1 -> controller AlterPartition\nhold controller -> 2 Fetch\nrelease\n\
+            elect t/0 preferred\nelect t/1 unclean\n";
         let parsed = steps(source);
         assert_eq!(parsed.len(), source.lines().count());
         let displayed: Vec<String> = parsed.iter().map(ToString::to_string).collect();
@@ -2051,8 +2079,12 @@ mod tests {
             displayed[39],
             "alter-config topic t unclean.leader.election.enable="
         );
-        assert_eq!(displayed[displayed.len() - 5], "keel: expect lost t/0 = 0");
-        assert_eq!(displayed[displayed.len() - 3], "hold 1 -> controller AlterPartition");
+        assert_eq!(displayed[displayed.len() - 7], "keel: expect lost t/0 = 0");
+        assert_eq!(
+            displayed[displayed.len() - 5],
+            "hold 1 -> controller AlterPartition"
+        );
+        assert_eq!(displayed[displayed.len() - 1], "elect t/1 unclean");
     }
 
     #[test]

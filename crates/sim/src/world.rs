@@ -38,7 +38,7 @@ pub const CONTROLLER_HOST: &str = "controller";
 /// The client host's name.
 pub const CLIENT_HOST: &str = "client";
 /// The controller listener's port.
-const CONTROLLER_PORT: u16 = 9093;
+pub const CONTROLLER_PORT: u16 = 9093;
 /// The broker listener's port.
 const BROKER_PORT: u16 = 9092;
 /// Wall-clock time at the start of every run (2026-01-01T00:00:00Z), in milliseconds.
