@@ -12,6 +12,7 @@
 
 pub mod checkers;
 pub mod client;
+pub mod disk;
 pub mod net;
 pub mod report;
 pub mod runner;

@@ -44,6 +44,7 @@ pub struct Swarm {
     pub lossy_broker: i32,
     pub strategy: &'static str,
     pub latency: Latency,
+    pub fsync_latency: Duration,
 }
 
 impl Swarm {
@@ -71,6 +72,7 @@ impl Swarm {
                     max_us: min + rng.gen_range(0..5_000),
                 }
             },
+            fsync_latency: Duration::from_micros(rng.gen_range(0..8_000)),
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -106,14 +108,15 @@ impl fmt::Display for Swarm {
         }
         write!(
             f,
-            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us",
+            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us, fsync {}us",
             kinds.join(" "),
             self.fault_gap.as_millis(),
             self.acks_all_share * 100.0,
             self.lossy_broker,
             self.strategy,
             self.latency.min_us,
-            self.latency.max_us
+            self.latency.max_us,
+            self.fsync_latency.as_micros()
         )
     }
 }
@@ -170,6 +173,7 @@ fn run_seed_inner(
 ) -> anyhow::Result<()> {
     let mut config = WorldConfig::new(seed, BROKERS, Mode::Keel);
     config.latency = swarm.latency;
+    config.fsync_latency = swarm.fsync_latency;
     config.configs = vec![
         ("min.insync.replicas".into(), "2".into()),
         ("unclean.recovery.strategy".into(), swarm.strategy.into()),

@@ -75,6 +75,8 @@ pub struct WorldConfig {
     /// World time per step.
     pub tick: Duration,
     pub latency: Latency,
+    /// How long each fsync (of a file or a directory) blocks the host.
+    pub fsync_latency: Duration,
 }
 
 impl WorldConfig {
@@ -86,6 +88,7 @@ impl WorldConfig {
             configs: Vec::new(),
             tick: Duration::from_millis(1),
             latency: Latency::default(),
+            fsync_latency: Duration::from_millis(1),
         }
     }
 }
@@ -144,6 +147,12 @@ pub struct Host {
     pub ready: Arc<AtomicBool>,
     /// How the last process run ended, once it ended by itself.
     pub exit: Option<String>,
+    /// fsync latency owed by the process (see `disk.rs`); turned into blocked time.
+    io_debt_us: Arc<std::sync::atomic::AtomicU64>,
+    /// The process is blocked in fsync until this world time.
+    blocked_until_us: u64,
+    /// World time the process's clock has reached.
+    synced_us: u64,
 }
 
 impl std::fmt::Debug for Host {
@@ -248,6 +257,9 @@ impl World {
             broker: Arc::new(Mutex::new(None)),
             ready: Arc::new(AtomicBool::new(false)),
             exit: None,
+            io_debt_us: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            blocked_until_us: 0,
+            synced_us: 0,
         };
         self.hosts.insert(name.clone(), host);
         self.format(&name)
@@ -397,6 +409,8 @@ impl World {
             _ => None,
         };
         self.net.host_up(name);
+        let now_us = self.now_us;
+        let fsync_us = self.config.fsync_latency.as_micros() as u64;
         // Tokio's own random choices (the wakeup order of watch channels, for one) come from
         // the runtime's seed: seeded from the world, they repeat with it.
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -411,7 +425,14 @@ impl World {
         host.exit = None;
         host.ready.store(false, Ordering::SeqCst);
         *host.broker.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        let storage: Arc<dyn Storage> = host.storage.clone();
+        host.io_debt_us.store(0, Ordering::SeqCst);
+        host.blocked_until_us = 0;
+        host.synced_us = now_us;
+        let storage: Arc<dyn Storage> = Arc::new(crate::disk::SlowDisk::new(
+            host.storage.clone(),
+            fsync_us,
+            host.io_debt_us.clone(),
+        ));
         let network = host.net.clone();
         let task: Option<JoinHandle<anyhow::Result<()>>> = match kind {
             HostKind::Broker(_) => {
@@ -616,11 +637,8 @@ impl World {
             anyhow::bail!("{name} is not paused");
         };
         host.life = Life::Running;
+        // Its clock catches up at its next step: overdue timers fire at once.
         let paused = Duration::from_micros(now - since_us);
-        if let Some(rt) = host.runtime.as_ref() {
-            // The process's clock jumps: overdue timers fire at once.
-            rt.block_on(async move { tokio::time::advance(paused).await });
-        }
         self.trace
             .event(now, format!("resume {name} after {}ms", paused.as_millis()));
         Ok(())
@@ -641,16 +659,30 @@ impl World {
             }
         }
         let tick = self.config.tick;
+        let tick_us = tick.as_micros() as u64;
         let now_us = self.now_us;
         let World { hosts, trace, .. } = self;
         for host in hosts.values_mut() {
-            if host.life != Life::Running {
+            if host.life != Life::Running || host.blocked_until_us > now_us {
                 continue;
             }
             let Some(rt) = host.runtime.as_ref() else {
                 continue;
             };
+            // A process that was paused or blocked in fsync: its clock jumps to now.
+            let lag = now_us
+                .saturating_sub(tick_us)
+                .saturating_sub(host.synced_us);
+            if lag > 0 {
+                let lag = Duration::from_micros(lag);
+                rt.block_on(async move { tokio::time::advance(lag).await });
+            }
             rt.block_on(async move { tokio::time::sleep(tick).await });
+            host.synced_us = now_us;
+            let debt = host.io_debt_us.swap(0, Ordering::SeqCst);
+            if debt > 0 {
+                host.blocked_until_us = now_us + debt;
+            }
             if host.exit.is_none() && host.task.as_ref().is_some_and(|t| t.is_finished()) {
                 let task = host.task.take().expect("checked above");
                 let outcome = match rt.block_on(task) {
