@@ -3,7 +3,7 @@
 //!
 //! Each host sees the network through its own [`SimNetwork`] (a [`Network`] of `keel-node`), so
 //! the network knows which host opened a connection and which link it crosses. A stream is two
-//! one-way [`Pipe`]s. Bytes written at world time `t` are *in flight* until `t + latency` (never
+//! one-way pipes. Bytes written at world time `t` are *in flight* until `t + latency` (never
 //! before earlier bytes of the same pipe: TCP keeps order); [`NetCore::deliver`], called by the
 //! world at every step, moves due bytes to the reader — unless the link is cut, in which case
 //! they wait, as TCP retransmits until the partition heals. A connect across a cut link times

@@ -1,4 +1,4 @@
-//! A simulation run: the [`World`], the clients' [`Oracle`] and the [`Checker`], stepped
+//! A simulation run: the [`World`], the clients' [`Oracle`](crate::client::Oracle) and the [`Checker`], stepped
 //! together — the API both the scenario runner and the randomized search drive.
 
 use std::collections::BTreeMap;

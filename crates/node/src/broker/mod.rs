@@ -132,7 +132,7 @@ impl Broker {
     /// Opens the log directories (which must have been formatted for this node) and reads
     /// their clean-shutdown files — KIP-966 "Detection of an unclean shutdown": the shutdown
     /// was clean only if every directory has the file, all with the same broker epoch. The
-    /// logs themselves are loaded once metadata is known ([`Broker::load_logs`]). AlterPartition
+    /// logs themselves are loaded once metadata is known ([`Broker::apply_image`]). AlterPartition
     /// proposals of the partitions it leads come out of the returned receiver.
     pub fn open(
         config: BrokerConfig,

@@ -100,7 +100,8 @@ impl ControllerState {
     }
 
     /// Runs one operation at the current time: generate, append durably, replay, publish the
-    /// new end offset; its commands are logged (not executed yet, see [`log_commands`]).
+    /// new end offset; its unclean-recovery commands go to the recovery task
+    /// ([`ControllerState::execute`]).
     pub fn commit<R>(
         &mut self,
         operation: impl FnOnce(&mut Controller, u64) -> Output<R>,
