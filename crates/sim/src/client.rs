@@ -444,8 +444,7 @@ impl Client {
             for (id, _) in self.bootstrap.clone() {
                 let response: Option<CreateTopicsResponse> =
                     self.call(id, ApiKey::CreateTopics, 5, &request).await;
-                if let Some(r) = response {
-                    let t = &r.topics[0];
+                if let Some(t) = response.as_ref().and_then(|r| r.topics.first()) {
                     match t.error_code {
                         0 | 36 => return Ok(()), // created / TOPIC_ALREADY_EXISTS
                         code => {
@@ -489,8 +488,7 @@ impl Client {
                 let response: Option<IncrementalAlterConfigsResponse> = self
                     .call(id, ApiKey::IncrementalAlterConfigs, 1, &request)
                     .await;
-                if let Some(r) = response {
-                    let res = &r.responses[0];
+                if let Some(res) = response.as_ref().and_then(|r| r.responses.first()) {
                     if res.error_code == 0 {
                         return Ok(());
                     }

@@ -696,29 +696,6 @@ impl World {
         }
         Ok(())
     }
-
-    /// Steps until `done` or `limit` of world time passes; whether `done` held.
-    pub fn run_until(
-        &mut self,
-        limit: Duration,
-        mut done: impl FnMut(&World) -> bool,
-    ) -> anyhow::Result<bool> {
-        let deadline = self.now_us + limit.as_micros() as u64;
-        loop {
-            if done(self) {
-                return Ok(true);
-            }
-            if self.now_us >= deadline {
-                return Ok(false);
-            }
-            self.step()?;
-        }
-    }
-
-    /// Steps for `duration` of world time.
-    pub fn advance(&mut self, duration: Duration) -> anyhow::Result<()> {
-        self.run_until(duration, |_| false).map(|_| ())
-    }
 }
 
 /// Follows the controller's metadata log from the client host, as a broker would, and
