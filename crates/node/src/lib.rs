@@ -14,7 +14,6 @@
 //! inline on a current-thread runtime ([`blocking`]), so a node driven by a single-threaded
 //! runtime with paused time behaves deterministically.
 
-pub mod active_controller;
 pub mod blocking;
 pub mod broker;
 pub mod client;
@@ -28,6 +27,7 @@ pub mod handlers;
 pub mod metadata_log;
 pub mod net;
 pub mod partition;
+pub mod raft;
 pub mod runtime;
 pub mod server;
 pub mod topic_config;

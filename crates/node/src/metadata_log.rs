@@ -1,19 +1,15 @@
-//! The controller's metadata log: committed metadata records, in order, each at an offset.
+//! The applied metadata log: committed metadata records, in order, each at an offset — what
+//! brokers fetch and replay.
 //!
 //! The records (`keel_controller::Record`) are stored as JSON values of uncompressed Kafka v2
-//! record batches in an ordinary partition log, `__cluster_metadata-0`, one batch per append.
-//! So the log gets segments, indexes, CRCs and crash recovery from `keel_log` for free, and
-//! brokers can follow it with a plain Fetch request, as KRaft brokers do. The batch's partition
-//! leader epoch is the controller epoch that wrote it.
+//! record batches in an ordinary partition log, `__cluster_metadata-0`, one batch per Raft
+//! entry that carried records. So the log gets segments, indexes, CRCs and crash recovery from
+//! `keel_log` for free, and brokers follow it with a plain Fetch request, as KRaft brokers do.
+//! The batch's partition leader epoch is the controller epoch (Raft term) that wrote it.
 //!
-//! Snapshots: [`MetadataLog::write_snapshot`] stores the records that rebuild the state below
-//! an offset (`ClusterImage::to_snapshot`) in `<end offset>.checkpoint` next to the segments
-//! (JSON, written atomically); a restarted controller loads the newest readable one and replays
-//! only the records after it. The log itself is kept whole, so a missing or unreadable snapshot
-//! only costs replay time.
-//!
-//! This is the local, single-controller implementation of [`MetadataLog`]; a Raft-replicated
-//! one (issue 6) sits behind the same trait.
+//! It is *derived* data: every controller writes it when it applies committed Raft entries
+//! (`crate::raft::state_machine`), and rebuilds it from its newest snapshot and the Raft log
+//! after a restart. Appends are therefore not fsynced.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,81 +35,33 @@ pub enum MetadataLogError {
     Corrupt { offset: i64, reason: String },
     #[error("metadata record cannot be encoded: {0}")]
     Encode(#[from] serde_json::Error),
-    #[error("metadata snapshot {path}: {source}")]
-    Snapshot {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
-/// An ordered, durable log of committed metadata records, with snapshots.
-pub trait MetadataLog: Send + std::fmt::Debug {
-    /// Stores a snapshot: `records` rebuild the state after every record below `end`. Durable
-    /// when it returns.
-    fn write_snapshot(
-        &mut self,
-        end: MetadataOffset,
-        records: &[Record],
-    ) -> Result<(), MetadataLogError>;
-    /// The newest readable snapshot at or below the log's end: its end offset and records.
-    fn latest_snapshot(&self) -> Option<(MetadataOffset, Vec<Record>)>;
-    /// The offset the next record will get.
-    fn end_offset(&self) -> MetadataOffset;
-    /// Appends `records` as one batch written by `controller_epoch` and makes them durable
-    /// before returning the offset of the first. An empty slice appends nothing.
-    fn append(
-        &mut self,
-        records: &[Record],
-        controller_epoch: i32,
-        now_ms: i64,
-    ) -> Result<MetadataOffset, MetadataLogError>;
-    /// Committed records from `from` on, at most about `max_bytes` of batches (at least one
-    /// batch if any).
-    fn read(
-        &self,
-        from: MetadataOffset,
-        max_bytes: usize,
-    ) -> Result<Vec<(MetadataOffset, Record)>, MetadataLogError>;
-    /// The raw batches from `from` on, for serving a Fetch of the metadata partition.
-    fn read_batches(
-        &self,
-        from: MetadataOffset,
-        max_bytes: usize,
-    ) -> Result<Bytes, MetadataLogError>;
-}
-
-/// Snapshot files kept (the newest ones; older are deleted).
-const SNAPSHOTS_KEPT: usize = 2;
-/// Suffix of a snapshot file (Kafka's).
-const SNAPSHOT_SUFFIX: &str = ".checkpoint";
-
-/// [`MetadataLog`] in a local partition directory, fsynced on every append.
+/// `__cluster_metadata-0` in a local metadata directory.
 #[derive(Debug)]
 pub struct LocalMetadataLog {
     log: Log,
-    storage: Arc<dyn Storage>,
     dir: std::path::PathBuf,
 }
 
 impl LocalMetadataLog {
-    /// Opens (creating if needed) `<dir>/__cluster_metadata-0`. The log is always recovered
-    /// from its start: it is small, and a controller must never trust a torn tail.
+    /// Opens (creating if needed) `<dir>/__cluster_metadata-0`, recovering it from its start.
     pub fn open(
         storage: Arc<dyn Storage>,
         dir: &Path,
         now_ms: i64,
     ) -> Result<Self, MetadataLogError> {
-        let path = dir.join(format!("{METADATA_TOPIC}-0"));
+        let path = Self::dir_in(dir);
         keel_log::storage::create_dir_all_durable(storage.as_ref(), &path)
             .map_err(LogError::io("create directory", &path))?;
         let config = LogConfig {
             retention_ms: None,
             retention_bytes: None,
+            max_message_bytes: 256 * 1024 * 1024,
             ..LogConfig::default()
         };
         let log = Log::open(
-            storage.clone(),
+            storage,
             path.clone(),
             config,
             Offset(0),
@@ -121,91 +69,38 @@ impl LocalMetadataLog {
             false,
             now_ms,
         )?;
-        Ok(LocalMetadataLog {
-            log,
-            storage,
-            dir: path,
-        })
+        Ok(LocalMetadataLog { log, dir: path })
     }
 
-    /// Snapshot end offsets present, ascending.
-    fn snapshot_offsets(&self) -> Vec<MetadataOffset> {
-        let Ok(entries) = self.storage.list_dir(&self.dir) else {
-            return Vec::new();
-        };
-        let mut offsets: Vec<MetadataOffset> = entries
-            .iter()
-            .filter(|e| !e.is_dir)
-            .filter_map(|e| e.name.strip_suffix(SNAPSHOT_SUFFIX))
-            .filter_map(|stem| stem.parse::<i64>().ok())
-            .map(MetadataOffset)
-            .collect();
-        offsets.sort();
-        offsets
+    /// `<metadata dir>/__cluster_metadata-0`.
+    pub fn dir_in(metadata_dir: &Path) -> std::path::PathBuf {
+        metadata_dir.join(format!("{METADATA_TOPIC}-0"))
     }
 
-    fn snapshot_path(&self, end: MetadataOffset) -> std::path::PathBuf {
-        self.dir.join(format!("{:020}{SNAPSHOT_SUFFIX}", end.0))
-    }
-}
-
-impl MetadataLog for LocalMetadataLog {
-    fn write_snapshot(
-        &mut self,
-        end: MetadataOffset,
-        records: &[Record],
-    ) -> Result<(), MetadataLogError> {
-        let path = self.snapshot_path(end);
-        let bytes = serde_json::to_vec(records)?;
-        keel_log::storage::write_file_atomically(self.storage.as_ref(), &path, &bytes).map_err(
-            |source| MetadataLogError::Snapshot {
-                path: path.display().to_string(),
-                source,
-            },
-        )?;
-        let offsets = self.snapshot_offsets();
-        for old in offsets.iter().rev().skip(SNAPSHOTS_KEPT) {
-            let old = self.snapshot_path(*old);
-            if let Err(e) = self.storage.remove_file(&old) {
-                tracing::warn!(path = %old.display(), error = %e, "cannot delete an old metadata snapshot");
-            }
-        }
-        Ok(())
+    /// The partition directory (snapshots live next to the segments).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
-    fn latest_snapshot(&self) -> Option<(MetadataOffset, Vec<Record>)> {
-        let end = self.end_offset();
-        for offset in self.snapshot_offsets().into_iter().rev() {
-            if offset > end {
-                // Written after records a crash then lost (cannot happen with fsynced appends,
-                // but a snapshot must never claim more than the log holds).
-                continue;
-            }
-            let path = self.snapshot_path(offset);
-            let read = keel_log::storage::read_file_if_exists(self.storage.as_ref(), &path);
-            match read.map(|b| b.map(|b| serde_json::from_slice::<Vec<Record>>(&b))) {
-                Ok(Some(Ok(records))) => return Some((offset, records)),
-                Ok(None) => {}
-                Ok(Some(Err(e))) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable metadata snapshot ignored")
-                }
-                Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "unreadable metadata snapshot ignored")
-                }
-            }
-        }
-        None
-    }
-
-    fn end_offset(&self) -> MetadataOffset {
+    /// The offset the next record will get.
+    pub fn end_offset(&self) -> MetadataOffset {
         MetadataOffset(self.log.log_end_offset().0)
     }
 
-    fn append(
+    /// The first offset the log holds (records below are only in a snapshot).
+    pub fn start_offset(&self) -> MetadataOffset {
+        MetadataOffset(self.log.log_start_offset().0)
+    }
+
+    /// Appends `records` as one batch written by `controller_epoch`; returns the offset of the
+    /// first. An empty slice appends nothing. Not fsynced (see the module docs) unless
+    /// `durable`.
+    pub fn append(
         &mut self,
         records: &[Record],
         controller_epoch: i32,
         now_ms: i64,
+        durable: bool,
     ) -> Result<MetadataOffset, MetadataLogError> {
         let first = self.end_offset();
         if records.is_empty() {
@@ -221,7 +116,9 @@ impl MetadataLog for LocalMetadataLog {
         let info = self
             .log
             .append_as_leader(&batch, LeaderEpoch(controller_epoch), now_ms)?;
-        self.log.flush(now_ms)?;
+        if durable {
+            self.log.flush(now_ms)?;
+        }
         assert_eq!(
             info.first_offset.0, first.0,
             "metadata offsets are contiguous"
@@ -229,7 +126,27 @@ impl MetadataLog for LocalMetadataLog {
         Ok(first)
     }
 
-    fn read(
+    /// Makes everything appended so far durable.
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), MetadataLogError> {
+        Ok(self.log.flush(now_ms)?)
+    }
+
+    /// Makes `end` the log's end offset: keeps the records below it if the log holds them all
+    /// (a restart rebuilding from a snapshot that ends at `end`), else starts an empty log at
+    /// `end` (the records before are only in the snapshot).
+    pub fn reset_to(&mut self, end: MetadataOffset, now_ms: i64) -> Result<(), MetadataLogError> {
+        if self.start_offset() <= end && end <= self.end_offset() {
+            self.log.truncate_to(Offset(end.0), now_ms)?;
+            self.log.flush(now_ms)?;
+        } else {
+            self.log.truncate_fully_and_start_at(Offset(end.0))?;
+        }
+        Ok(())
+    }
+
+    /// Committed records from `from` on, at most about `max_bytes` of batches (at least one
+    /// batch if any).
+    pub fn read(
         &self,
         from: MetadataOffset,
         max_bytes: usize,
@@ -238,12 +155,13 @@ impl MetadataLog for LocalMetadataLog {
         decode_metadata_batches(&bytes, from)
     }
 
-    fn read_batches(
+    /// The raw batches from `from` on, for serving a Fetch of the metadata partition.
+    pub fn read_batches(
         &self,
         from: MetadataOffset,
         max_bytes: usize,
     ) -> Result<Bytes, MetadataLogError> {
-        if from >= self.end_offset() {
+        if from >= self.end_offset() || from < self.start_offset() {
             return Ok(Bytes::new());
         }
         Ok(self
@@ -304,12 +222,17 @@ mod tests {
         let dir = Path::new("/meta");
         let mut log = LocalMetadataLog::open(storage.clone(), dir, 0).unwrap();
         let first = log
-            .append(&[config_record("a", "1"), config_record("b", "2")], 1, 10)
+            .append(
+                &[config_record("a", "1"), config_record("b", "2")],
+                1,
+                10,
+                true,
+            )
             .unwrap();
         assert_eq!(first, MetadataOffset(0));
-        let second = log.append(&[config_record("c", "3")], 1, 11).unwrap();
+        let second = log.append(&[config_record("c", "3")], 1, 11, true).unwrap();
         assert_eq!(second, MetadataOffset(2));
-        assert_eq!(log.append(&[], 1, 12).unwrap(), MetadataOffset(3));
+        assert_eq!(log.append(&[], 1, 12, true).unwrap(), MetadataOffset(3));
 
         storage.crash();
         let log = LocalMetadataLog::open(storage, dir, 20).unwrap();

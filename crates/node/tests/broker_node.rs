@@ -101,6 +101,12 @@ impl Machine {
     }
 
     async fn start_with(&self, extra: &[(&str, &str)]) -> Node {
+        if let Ok(filter) = std::env::var("KEEL_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()

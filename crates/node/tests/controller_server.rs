@@ -15,7 +15,7 @@ use keel_log::LogDir;
 use keel_node::client::Connection;
 use keel_node::clock::SystemClock;
 use keel_node::controller_server::{self, ControllerServerConfig, ControllerServerError};
-use keel_node::metadata_log::{decode_metadata_batches, LocalMetadataLog, MetadataLog};
+use keel_node::metadata_log::{decode_metadata_batches, LocalMetadataLog};
 use keel_wire::kafka_protocol::messages::alter_partition_request::{
     BrokerState, PartitionData as AlterPartitionData, TopicData as AlterTopicData,
 };
@@ -542,7 +542,9 @@ async fn long_poll_fetch_wakes_on_commit() {
     assert_eq!(records.len(), 1);
     assert!(matches!(&records[0].1, Record::RegisterBroker(r) if r.broker.0 == 2));
 
-    // Without MinBytes the fetch answers at once, empty; beyond the end is OFFSET_OUT_OF_RANGE.
+    // Without MinBytes the fetch answers at once, empty. Beyond this controller's end is not an
+    // error: a broker may have fetched from a controller further ahead; it waits (here MinBytes
+    // 0 answers at once, empty, with the high watermark). Negative offsets are out of range.
     let response: FetchResponse = admin
         .call_version(ApiKey::Fetch, 12, &metadata_fetch(2, 20_000, 0))
         .await
@@ -553,6 +555,15 @@ async fn long_poll_fetch_wakes_on_commit() {
         .is_none_or(|r| r.is_empty()));
     let response: FetchResponse = admin
         .call_version(ApiKey::Fetch, 12, &metadata_fetch(99, 0, 0))
+        .await
+        .unwrap();
+    let partition = &response.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
+    assert_eq!(partition.high_watermark, 2);
+    assert!(partition.current_leader.leader_epoch >= 1, "the Raft term");
+    let response: FetchResponse = admin
+        .call_version(ApiKey::Fetch, 12, &metadata_fetch(-5, 0, 0))
         .await
         .unwrap();
     assert_eq!(

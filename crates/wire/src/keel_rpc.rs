@@ -243,6 +243,92 @@ impl GetReplicaLogInfoResponse {
     }
 }
 
+/// The controller quorum's Raft RPCs between controllers (Vote, AppendEntries, a whole
+/// snapshot). Their bodies are opaque to this crate — the Raft messages as JSON — framed like
+/// every Keel RPC: request header v1 then the body; response header v0 then the body.
+pub const RAFT_VOTE_KEY: i16 = KEEL_API_KEY_BASE + 500;
+/// AppendEntries (also the leader's heartbeat).
+pub const RAFT_APPEND_ENTRIES_KEY: i16 = KEEL_API_KEY_BASE + 501;
+/// A whole snapshot, sent to a voter that lags behind the leader's purged log.
+pub const RAFT_SNAPSHOT_KEY: i16 = KEEL_API_KEY_BASE + 502;
+/// The only version of the Raft RPCs.
+pub const RAFT_RPC_VERSION: i16 = 0;
+
+/// Whether `key` is one of the Raft RPCs.
+pub fn is_raft_key(key: i16) -> bool {
+    matches!(
+        key,
+        RAFT_VOTE_KEY | RAFT_APPEND_ENTRIES_KEY | RAFT_SNAPSHOT_KEY
+    )
+}
+
+/// The whole size-prefixed frame of an opaque Keel request.
+pub fn encode_opaque_request(key: i16, correlation_id: i32, client_id: &str, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(16 + client_id.len() + body.len());
+    out.put_i16(key);
+    out.put_i16(RAFT_RPC_VERSION);
+    out.put_i32(correlation_id);
+    let id = &client_id.as_bytes()[..client_id.len().min(i16::MAX as usize)];
+    out.put_i16(id.len() as i16);
+    out.extend_from_slice(id);
+    out.extend_from_slice(body);
+    frame(out)
+}
+
+/// An opaque Keel request: its key, correlation id and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpaqueRequest {
+    pub key: i16,
+    pub correlation_id: i32,
+    pub body: Bytes,
+}
+
+/// Decodes an opaque request frame (without its size prefix).
+pub fn decode_opaque_request(mut frame: Bytes) -> Result<OpaqueRequest, KeelRpcError> {
+    let key = get_i16(&mut frame, "api key")?;
+    let version = get_i16(&mut frame, "api version")?;
+    if version != RAFT_RPC_VERSION {
+        return Err(KeelRpcError(format!(
+            "unsupported version {version} of Keel RPC {key}"
+        )));
+    }
+    let correlation_id = get_i32(&mut frame, "correlation id")?;
+    let client_id_len = get_i16(&mut frame, "client id")?;
+    if client_id_len > 0 {
+        let len = usize::try_from(client_id_len).unwrap_or(0);
+        need(&frame, len, "client id")?;
+        frame.advance(len);
+    }
+    Ok(OpaqueRequest {
+        key,
+        correlation_id,
+        body: frame,
+    })
+}
+
+/// The whole size-prefixed frame of an opaque Keel response.
+pub fn encode_opaque_response(correlation_id: i32, body: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(4 + body.len());
+    out.put_i32(correlation_id);
+    out.extend_from_slice(body);
+    frame(out)
+}
+
+/// Decodes an opaque response frame (without its size prefix), checking the correlation id;
+/// returns the body.
+pub fn decode_opaque_response(
+    mut frame: Bytes,
+    correlation_id: i32,
+) -> Result<Bytes, KeelRpcError> {
+    let got = get_i32(&mut frame, "correlation id")?;
+    if got != correlation_id {
+        return Err(KeelRpcError(format!(
+            "correlation id {got}, expected {correlation_id}"
+        )));
+    }
+    Ok(frame)
+}
+
 /// The api key of a request frame (without its size prefix), if it has one.
 pub fn peek_api_key(frame: &[u8]) -> Option<i16> {
     (frame.len() >= 2).then(|| i16::from_be_bytes([frame[0], frame[1]]))
@@ -317,5 +403,33 @@ mod tests {
         hostile.put_i32(1);
         hostile.put_i32(i32::MAX);
         assert!(GetReplicaLogInfoRequest::decode(hostile.freeze()).is_err());
+    }
+
+    // Shows: opaque Raft frames round-trip, and a wrong correlation id or version is refused.
+    #[test]
+    fn opaque_frames_round_trip() {
+        let bytes = encode_opaque_request(RAFT_VOTE_KEY, 9, "keel-controller-1", b"{\"x\":1}");
+        assert_eq!(
+            bytes.len() - 4,
+            i32::from_be_bytes(bytes[..4].try_into().unwrap()) as usize
+        );
+        assert_eq!(peek_api_key(&bytes[4..]), Some(RAFT_VOTE_KEY));
+        assert!(is_raft_key(RAFT_VOTE_KEY) && !is_raft_key(GET_REPLICA_LOG_INFO_KEY));
+        let request = decode_opaque_request(bytes.slice(4..)).unwrap();
+        assert_eq!(request.key, RAFT_VOTE_KEY);
+        assert_eq!(request.correlation_id, 9);
+        assert_eq!(&request.body[..], b"{\"x\":1}");
+        let response = encode_opaque_response(9, b"ok");
+        assert_eq!(
+            &decode_opaque_response(response.slice(4..), 9).unwrap()[..],
+            b"ok"
+        );
+        assert!(decode_opaque_response(response.slice(4..), 8).is_err());
+        let mut wrong_version = BytesMut::from(&bytes[4..]);
+        wrong_version[3] = 1;
+        assert!(decode_opaque_request(wrong_version.freeze()).is_err());
+        for cut in 0..9 {
+            assert!(decode_opaque_request(bytes.slice(4..4 + cut)).is_err());
+        }
     }
 }

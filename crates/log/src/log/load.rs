@@ -295,7 +295,13 @@ fn discover_segments(
             .or_else(|| parse_segment_file_name(name, TIME_INDEX_FILE_SUFFIX))
         {
             indexes.push((base, name));
-        } else if name != LEADER_EPOCH_CHECKPOINT_FILE && name != PARTITION_METADATA_FILE {
+        } else if name != LEADER_EPOCH_CHECKPOINT_FILE
+            && name != PARTITION_METADATA_FILE
+            // Files the controller keeps beside its logs' segments: metadata snapshots
+            // (`<offset>.checkpoint`, Kafka's name) and the Raft state (`*.json`).
+            && !name.ends_with(".checkpoint")
+            && !name.ends_with(".json")
+        {
             tracing::warn!(dir = %dir.display(), file = name, "ignoring unknown file in log directory");
         }
     }

@@ -30,9 +30,11 @@ use crate::topic_config::EffectiveTopicConfig;
 const DELETE_SUFFIX: &str = "delete";
 /// Suffix of a directory that belongs to no partition of this broker, kept for an operator.
 const STRAY_SUFFIX: &str = "stray";
-/// The metadata log's partition directory (a single-node cluster keeps it in the first log
-/// directory); never loaded as a data partition.
-const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
+/// The controller's partition directories (a single-node or combined-mode cluster keeps them
+/// in the first log directory): the applied metadata log and the Raft log. Never loaded as
+/// data partitions.
+const CONTROLLER_PARTITION_DIRS: &[&str] =
+    &["__cluster_metadata-0", crate::raft::log_store::RAFT_LOG_DIR];
 /// Kafka's per-partition file naming the topic id, so a log of a deleted topic is never taken
 /// for a new topic of the same name.
 use keel_log::PARTITION_METADATA_FILE;
@@ -189,7 +191,7 @@ impl Broker {
         let mut loaded = BTreeMap::new();
         for (dir_index, dir) in self.log_dirs.iter().enumerate() {
             let found =
-                dir.load_logs_except(clean, now_ms, &config_for, &[METADATA_PARTITION_DIR])?;
+                dir.load_logs_except(clean, now_ms, &config_for, CONTROLLER_PARTITION_DIRS)?;
             for (tp, mut log) in found.logs {
                 if !clean && log.config().test_record_flushed_offset {
                     if let Some(offset) = log.truncate_to_recorded_flush(now_ms)? {

@@ -22,7 +22,7 @@ use keel_wire::kafka_protocol::messages::{
 };
 use keel_wire::ResponseError;
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 
 /// Kafka's `LeaderRecoveryState` byte.
 fn leader_recovery_state(value: i8) -> Option<LeaderRecoveryState> {
@@ -51,7 +51,7 @@ pub(super) async fn handle(
     handle: &ControllerHandle,
     req: AlterPartitionRequest,
     version: i16,
-) -> Result<AlterPartitionResponse, ControllerStopped> {
+) -> Result<AlterPartitionResponse, CallError> {
     let mut items = Vec::new();
     let mut slots = Vec::new();
     for topic in &req.topics {

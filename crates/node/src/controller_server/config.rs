@@ -47,6 +47,15 @@ pub const SOCKET_REQUEST_MAX_BYTES: &str = "socket.request.max.bytes";
 /// ISR rules. Applied when the cluster's metadata has never set it.
 pub const ELIGIBLE_LEADER_REPLICAS_ENABLE: &str = "eligible.leader.replicas.enable";
 
+/// `controller.quorum.voters`: `id@host:port,...` of every controller (Raft voter). Absent =
+/// this controller alone.
+pub const CONTROLLER_QUORUM_VOTERS: &str = "controller.quorum.voters";
+/// `controller.quorum.election.timeout.ms`: how long a voter waits without hearing from a
+/// leader before it campaigns.
+pub const CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS: &str = "controller.quorum.election.timeout.ms";
+/// Kafka's default for `controller.quorum.election.timeout.ms`.
+pub const DEFAULT_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS: u64 = 1_000;
+
 /// The controller role's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerServerConfig {
@@ -58,6 +67,11 @@ pub struct ControllerServerConfig {
     pub listener: Listener,
     /// The directory holding `meta.properties` and `__cluster_metadata-0`.
     pub metadata_log_dir: PathBuf,
+    /// `controller.quorum.voters` as (node id, `host:port`), sorted by id; always names this
+    /// controller.
+    pub quorum_voters: Vec<(i32, String)>,
+    /// `controller.quorum.election.timeout.ms`.
+    pub election_timeout_ms: u64,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: u64,
     /// `broker.heartbeat.interval.ms`.
@@ -187,11 +201,49 @@ impl ControllerServerConfig {
                 .ok_or(ConfigError::Missing(METADATA_LOG_DIR))?,
         };
 
+        let quorum_voters = match props.get(CONTROLLER_QUORUM_VOTERS) {
+            None => vec![(node_id, format!("{}:{}", listener.host, listener.port))],
+            Some(text) => {
+                let mut voters = crate::cluster::parse_quorum_voters(text)
+                    .map_err(|reason| invalid(CONTROLLER_QUORUM_VOTERS, text, reason))?;
+                voters.sort();
+                if voters.windows(2).any(|w| w[0].0 == w[1].0) {
+                    return Err(invalid(
+                        CONTROLLER_QUORUM_VOTERS,
+                        text,
+                        "names a voter twice",
+                    ));
+                }
+                if voters.iter().any(|(id, _)| *id < 0) {
+                    return Err(invalid(
+                        CONTROLLER_QUORUM_VOTERS,
+                        text,
+                        "voter ids are not negative",
+                    ));
+                }
+                if !voters.iter().any(|(id, _)| *id == node_id) {
+                    return Err(invalid(
+                        CONTROLLER_QUORUM_VOTERS,
+                        text,
+                        format!("does not name this controller (node.id={node_id})"),
+                    ));
+                }
+                voters
+            }
+        };
+
         Ok(ControllerServerConfig {
             node_id,
             also_broker,
             listener,
             metadata_log_dir,
+            quorum_voters,
+            election_timeout_ms: parse(
+                props,
+                CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS,
+                DEFAULT_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS,
+                |v| *v >= 50,
+            )?,
             broker_session_timeout_ms: parse(
                 props,
                 BROKER_SESSION_TIMEOUT_MS,

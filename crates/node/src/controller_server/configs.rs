@@ -21,7 +21,7 @@ use keel_wire::kafka_protocol::messages::{
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 use super::topics::TopicError;
 
 /// Kafka's `ConfigResource.Type` TOPIC.
@@ -93,7 +93,7 @@ fn parse(
 pub(super) async fn incremental_alter(
     handle: &ControllerHandle,
     req: IncrementalAlterConfigsRequest,
-) -> Result<IncrementalAlterConfigsResponse, ControllerStopped> {
+) -> Result<IncrementalAlterConfigsResponse, CallError> {
     let mut seen = BTreeSet::new();
     let parsed: Vec<Result<(ConfigResource, Vec<ConfigChange>), TopicError>> = req
         .resources

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use keel_wire::keel_rpc;
 use keel_wire::request;
 use keel_wire::response;
 use keel_wire::versions::ListenerKind;
@@ -15,16 +16,30 @@ use super::state::ControllerHandle;
 use super::Settings;
 use crate::connection::{self, Reply, RequestHandler};
 use crate::net::Listener;
+use crate::raft::Raft;
 
 /// Answers controller requests by sending events to the controller task.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct ControllerHandler {
     handle: ControllerHandle,
+    raft: Raft,
     settings: Arc<Settings>,
+}
+
+impl std::fmt::Debug for ControllerHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerHandler").finish_non_exhaustive()
+    }
 }
 
 impl RequestHandler for ControllerHandler {
     async fn handle(&self, frame: Bytes) -> Reply {
+        if keel_rpc::peek_api_key(&frame).is_some_and(keel_rpc::is_raft_key) {
+            return match crate::raft::rpc::handle(&self.raft, frame).await {
+                Ok(bytes) => Reply::Send(bytes),
+                Err(e) => Reply::Reject(format!("bad Raft RPC: {e}")),
+            };
+        }
         match request::decode_controller(frame) {
             Ok(decoded) => match dispatch::dispatch(&self.handle, &self.settings, decoded).await {
                 Ok(bytes) => Reply::Send(bytes),
@@ -50,13 +65,18 @@ impl RequestHandler for ControllerHandler {
 pub(super) async fn serve<L: Listener>(
     listener: L,
     handle: ControllerHandle,
+    raft: Raft,
     settings: Arc<Settings>,
     shutdown: CancellationToken,
 ) {
     let max_bytes = settings.socket_request_max_bytes;
     connection::serve(
         listener,
-        ControllerHandler { handle, settings },
+        ControllerHandler {
+            handle,
+            raft,
+            settings,
+        },
         max_bytes,
         shutdown,
     )

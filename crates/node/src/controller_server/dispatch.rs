@@ -7,7 +7,7 @@ use keel_wire::request::{ControllerRequest, DecodedRequest};
 use keel_wire::response;
 use keel_wire::versions::{self, ListenerKind};
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 use super::{
     alter_partition, configs, describe_cluster, elect_leaders, membership, metadata_fetch, topics,
     Settings,
@@ -16,8 +16,8 @@ use super::{
 /// Why a request got no answer; the connection is closed.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum DispatchError {
-    #[error(transparent)]
-    Stopped(#[from] ControllerStopped),
+    #[error("the controller stopped")]
+    Stopped,
     #[error("cannot encode the response: {0:#}")]
     Encode(anyhow::Error),
 }
@@ -31,7 +31,9 @@ fn encode<T: Encodable>(
     response::encode(key, version, correlation_id, body).map_err(DispatchError::Encode)
 }
 
-/// Handles one request.
+/// Handles one request. A request that only the active controller can answer gets Kafka's
+/// `NOT_CONTROLLER` on a standby (or when leadership moved before its records committed); the
+/// sender retries against the leader.
 pub(super) async fn dispatch(
     handle: &ControllerHandle,
     settings: &Settings,
@@ -40,8 +42,199 @@ pub(super) async fn dispatch(
     let key = request.api_key;
     let v = request.api_version();
     let id = request.correlation_id();
+    let body = request.body.clone();
+    match answer(handle, settings, request).await {
+        Ok(bytes) => Ok(bytes),
+        Err(AnswerError::Call(CallError::NotController)) => {
+            not_controller(key, v, id, body, handle.view().leader)
+        }
+        Err(AnswerError::Call(CallError::Stopped)) => Err(DispatchError::Stopped),
+        Err(AnswerError::Encode(e)) => Err(e),
+    }
+}
+
+enum AnswerError {
+    Call(CallError),
+    Encode(DispatchError),
+}
+
+impl From<CallError> for AnswerError {
+    fn from(e: CallError) -> Self {
+        AnswerError::Call(e)
+    }
+}
+
+impl From<DispatchError> for AnswerError {
+    fn from(e: DispatchError) -> Self {
+        AnswerError::Encode(e)
+    }
+}
+
+/// `NOT_CONTROLLER` for every item of `body`, in the shape of its response.
+fn not_controller(
+    key: ApiKey,
+    v: i16,
+    id: i32,
+    body: ControllerRequest,
+    leader: Option<i32>,
+) -> Result<Bytes, DispatchError> {
+    use keel_wire::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+    use keel_wire::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use keel_wire::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+    use keel_wire::kafka_protocol::messages::elect_leaders_response::{
+        PartitionResult, ReplicaElectionResult,
+    };
+    use keel_wire::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+    use keel_wire::kafka_protocol::messages::*;
+    use keel_wire::kafka_protocol::protocol::StrBytes;
+    use keel_wire::ResponseError;
+
+    let code = ResponseError::NotController.code();
+    let message = || {
+        Some(StrBytes::from_string(match leader {
+            Some(leader) => format!("this controller is not active; controller {leader} leads"),
+            None => "this controller is not active; no controller leads yet".to_string(),
+        }))
+    };
     use ControllerRequest as R;
-    match request.body {
+    match body {
+        R::BrokerRegistration(_) => encode(
+            key,
+            v,
+            id,
+            &BrokerRegistrationResponse::default().with_error_code(code),
+        ),
+        R::BrokerHeartbeat(_) => encode(
+            key,
+            v,
+            id,
+            &BrokerHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_is_fenced(true),
+        ),
+        R::AlterPartition(_) => encode(
+            key,
+            v,
+            id,
+            &AlterPartitionResponse::default().with_error_code(code),
+        ),
+        R::CreateTopics(r) => encode(
+            key,
+            v,
+            id,
+            &CreateTopicsResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message())
+                    })
+                    .collect(),
+            ),
+        ),
+        R::DeleteTopics(r) => {
+            let mut results: Vec<DeletableTopicResult> = r
+                .topic_names
+                .iter()
+                .map(|n| {
+                    DeletableTopicResult::default()
+                        .with_name(Some(n.clone()))
+                        .with_error_code(code)
+                        .with_error_message(message())
+                })
+                .collect();
+            results.extend(r.topics.iter().map(|t| {
+                DeletableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(code)
+                    .with_error_message(message())
+            }));
+            encode(
+                key,
+                v,
+                id,
+                &DeleteTopicsResponse::default().with_responses(results),
+            )
+        }
+        R::CreatePartitions(r) => encode(
+            key,
+            v,
+            id,
+            &CreatePartitionsResponse::default().with_results(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        CreatePartitionsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message())
+                    })
+                    .collect(),
+            ),
+        ),
+        R::IncrementalAlterConfigs(r) => encode(
+            key,
+            v,
+            id,
+            &IncrementalAlterConfigsResponse::default().with_responses(
+                r.resources
+                    .iter()
+                    .map(|res| {
+                        AlterConfigsResourceResponse::default()
+                            .with_resource_type(res.resource_type)
+                            .with_resource_name(res.resource_name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message())
+                    })
+                    .collect(),
+            ),
+        ),
+        R::ElectLeaders(r) => encode(
+            key,
+            v,
+            id,
+            &ElectLeadersResponse::default()
+                .with_error_code(code)
+                .with_replica_election_results(
+                    r.topic_partitions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|t| {
+                            ReplicaElectionResult::default()
+                                .with_topic(t.topic.clone())
+                                .with_partition_result(
+                                    t.partitions
+                                        .iter()
+                                        .map(|p| {
+                                            PartitionResult::default()
+                                                .with_partition_id(*p)
+                                                .with_error_code(code)
+                                                .with_error_message(message())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+        ),
+        // Answered by any controller: never NOT_CONTROLLER.
+        R::ApiVersions(_) | R::DescribeCluster(_) | R::Fetch(_) => Err(DispatchError::Stopped),
+    }
+}
+
+async fn answer(
+    handle: &ControllerHandle,
+    settings: &Settings,
+    request: DecodedRequest<ControllerRequest>,
+) -> Result<Bytes, AnswerError> {
+    let key = request.api_key;
+    let v = request.api_version();
+    let id = request.correlation_id();
+    use ControllerRequest as R;
+    Ok(match request.body {
         R::ApiVersions(_) => encode(
             key,
             v,
@@ -64,11 +257,6 @@ pub(super) async fn dispatch(
             id,
             &describe_cluster::handle(handle, settings, r).await?,
         ),
-        R::Fetch(r) => encode(
-            key,
-            v,
-            id,
-            &metadata_fetch::handle(handle, settings, r, v).await?,
-        ),
-    }
+        R::Fetch(r) => encode(key, v, id, &metadata_fetch::handle(handle, r, v).await?),
+    }?)
 }

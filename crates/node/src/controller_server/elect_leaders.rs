@@ -17,7 +17,7 @@ use keel_wire::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersRespo
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 
 /// One answered partition: topic name, index, error code and message.
 type Answer = (String, i32, i16, Option<String>);
@@ -27,7 +27,7 @@ pub(super) async fn handle(
     handle: &ControllerHandle,
     req: ElectLeadersRequest,
     version: i16,
-) -> Result<ElectLeadersResponse, ControllerStopped> {
+) -> Result<ElectLeadersResponse, CallError> {
     let election = match (version, req.election_type) {
         (0, _) | (_, 0) => ElectionType::Preferred,
         (_, 1) => ElectionType::Unclean { mode: None },

@@ -23,7 +23,7 @@ use keel_wire::ResponseError;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 
 /// Kafka's `DirectoryId.reserved`: ids with all-zero high bits and low bits below 100
 /// (UNASSIGNED, LOST, MIGRATING and room for more).
@@ -69,7 +69,7 @@ pub(super) async fn register(
     handle: &ControllerHandle,
     req: BrokerRegistrationRequest,
     version: i16,
-) -> Result<BrokerRegistrationResponse, ControllerStopped> {
+) -> Result<BrokerRegistrationResponse, CallError> {
     let refused = |code: i16| {
         BrokerRegistrationResponse::default()
             .with_error_code(code)
@@ -124,7 +124,7 @@ pub(super) async fn register(
 pub(super) async fn heartbeat(
     handle: &ControllerHandle,
     req: BrokerHeartbeatRequest,
-) -> Result<BrokerHeartbeatResponse, ControllerStopped> {
+) -> Result<BrokerHeartbeatResponse, CallError> {
     if !req.offline_log_dirs.is_empty() {
         warn!(
             broker = req.broker_id.0,

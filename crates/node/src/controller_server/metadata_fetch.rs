@@ -21,8 +21,7 @@ use keel_wire::kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest
 use keel_wire::ResponseError;
 use uuid::Uuid;
 
-use super::state::{ControllerHandle, ControllerStopped};
-use super::{Settings, CONTROLLER_EPOCH};
+use super::state::{CallError, ControllerHandle};
 use crate::metadata_log::METADATA_TOPIC;
 
 /// KRaft's fixed id of the metadata topic (`Uuid.METADATA_TOPIC_ID`, `AAAAAAAAAAAAAAAAAAAAAQ`).
@@ -43,10 +42,9 @@ struct MetadataPartition {
 /// Fetch.
 pub(super) async fn handle(
     handle: &ControllerHandle,
-    settings: &Settings,
     req: FetchRequest,
     version: i16,
-) -> Result<FetchResponse, ControllerStopped> {
+) -> Result<FetchResponse, CallError> {
     let by_id = version >= 13;
     let is_metadata_topic = |name: &str, id: Uuid| {
         if by_id {
@@ -91,27 +89,37 @@ pub(super) async fn handle(
             committed.borrow_and_update();
             let from = wanted.fetch_offset;
             let max_bytes = wanted.max_bytes;
-            let (end, bytes) = handle
-                .call(move |s| {
-                    let end = s.end_offset();
-                    if from < 0 || from > end.0 {
-                        return Ok((end, Err(ResponseError::OffsetOutOfRange.code())));
-                    }
-                    Ok((end, Ok(s.read_batches(MetadataOffset(from), max_bytes)?)))
-                })
-                .await?;
+            let machine = handle.machine();
+            let end = machine.end_offset();
+            let bytes = if from < 0 {
+                Err(ResponseError::OffsetOutOfRange.code())
+            } else if from < machine.start_offset().0 && from < end.0 {
+                // Below the applied log's start (after this controller installed a snapshot):
+                // only a snapshot has those records.
+                Err(ResponseError::OffsetOutOfRange.code())
+            } else if from >= end.0 {
+                // At or past this controller's applied end: nothing yet. A broker may be ahead
+                // of a lagging controller (it fetched from another one); it waits here.
+                Ok(Bytes::new())
+            } else {
+                machine
+                    .read_batches(MetadataOffset(from), max_bytes)
+                    .map_err(|_| ResponseError::KafkaStorageError.code())
+            };
             let enough = bytes.as_ref().map_or(true, |b| b.len() >= min_bytes.max(1));
             if enough || min_bytes == 0 || tokio::time::Instant::now() >= deadline {
                 break Some((end, bytes));
             }
             match tokio::time::timeout_at(deadline, committed.changed()).await {
                 Ok(Ok(())) => continue,
-                Ok(Err(_)) => return Err(ControllerStopped),
+                Ok(Err(_)) => return Err(CallError::Stopped),
                 Err(_elapsed) => continue,
             }
         },
     };
 
+    let view = handle.view();
+    let log_start = handle.machine().start_offset();
     let responses = req
         .topics
         .iter()
@@ -132,12 +140,12 @@ pub(super) async fn handle(
                             let base = base
                                 .with_high_watermark(end.0)
                                 .with_last_stable_offset(end.0)
-                                .with_log_start_offset(0);
+                                .with_log_start_offset(log_start.0);
                             let base = if version >= 12 {
                                 base.with_current_leader(
                                     LeaderIdAndEpoch::default()
-                                        .with_leader_id(WireBrokerId(settings.node_id))
-                                        .with_leader_epoch(CONTROLLER_EPOCH),
+                                        .with_leader_id(WireBrokerId(view.leader.unwrap_or(-1)))
+                                        .with_leader_epoch(view.epoch),
                                 )
                             } else {
                                 base

@@ -45,18 +45,18 @@ use keel_log::storage::Storage;
 use keel_log::{LogDir, LogError};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 pub use config::ControllerServerConfig;
 
-use crate::active_controller::{ActiveController, ControllerStateError};
 use crate::clock::Clock;
 use crate::config::Listener;
-use crate::metadata_log::{LocalMetadataLog, MetadataLogError};
-
-/// The controller epoch written into metadata batches and answered where a response carries
-/// one (the metadata Fetch's current leader). Issue 6 replaces it with the Raft term.
-pub const CONTROLLER_EPOCH: i32 = 1;
+use crate::metadata_log::MetadataLogError;
+use crate::raft::log_store::LogStore;
+use crate::raft::network::NetworkFactory;
+use crate::raft::state_machine::StateMachine;
+use crate::raft::{self, QuorumTiming, Raft};
+use state::ControllerStateError;
 
 /// Why the controller could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +94,8 @@ pub(crate) struct Settings {
     /// Static topic-config defaults stamped on new topics (see `ControllerServerConfig`).
     pub topic_defaults: BTreeMap<String, String>,
     pub socket_request_max_bytes: usize,
+    /// `controller.quorum.voters` (node id, `host:port`), for DescribeCluster and leader hints.
+    pub voters: Vec<(i32, String)>,
 }
 
 /// Where the controller's metadata log directory comes from.
@@ -199,48 +201,52 @@ pub async fn serve<L: crate::net::Listener>(
         }
         MetadataDir::SharedWithBroker { cluster_id } => (None, cluster_id),
     };
-    let now_ms = u64::try_from(clock.now_ms()).unwrap_or(0);
-    let log = LocalMetadataLog::open(storage, &config.metadata_log_dir, clock.now_ms())?;
-    let controller_config = ControllerConfig {
-        cluster_id: cluster_id.clone(),
-        session_timeout_ms: config.broker_session_timeout_ms,
-    };
-    let (active, commands) =
-        ActiveController::open_at(log, controller_config, CONTROLLER_EPOCH, now_ms)?;
-    let end = active.controller().next_offset();
-    info!(
-        node_id = config.node_id,
-        %cluster_id,
-        end_offset = end.0,
-        brokers = active.controller().image().brokers().len(),
-        topics = active.controller().image().topics().len(),
-        "controller replayed the metadata log"
-    );
-
+    let (raft, machine) = start_raft(&config, storage, clock.clone(), network.clone()).await?;
     let settings = Arc::new(Settings {
         node_id: config.node_id,
-        cluster_id,
+        cluster_id: cluster_id.clone(),
         endpoint,
         num_partitions: config.num_partitions,
         default_replication_factor: config.default_replication_factor,
         min_insync_replicas: config.min_insync_replicas,
         topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
+        voters: config.quorum_voters.clone(),
     });
+    info!(
+        node_id = config.node_id,
+        %cluster_id,
+        voters = ?config.quorum_voters,
+        applied_end_offset = machine.end_offset().0,
+        "controller opened its Raft log and applied metadata"
+    );
 
-    let (handle, events, committed) = state::channels(end);
+    let timing = QuorumTiming {
+        election_timeout_ms: config.election_timeout_ms,
+    };
+    let commit_timeout = COMMIT_TIMEOUT.max(2 * timing.rpc_timeout());
+    let (handle, events, view) = state::channels(machine.clone(), commit_timeout);
     let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut controller_state =
-        state::ControllerState::new(active, clock.clone(), committed, commands_tx);
-    if config.also_broker {
-        // This process's broker starts with its controller: its old session is over.
-        controller_state.expire_session(keel_controller::types::BrokerId(config.node_id));
-    }
-    controller_state.execute(commands);
-    apply_elr_setting(
-        &mut controller_state,
-        config.eligible_leader_replicas_enable,
-    )?;
+    let controller_state = state::ControllerState::new(
+        raft.clone(),
+        machine,
+        clock.clone(),
+        state::StateSettings {
+            node_id: config.node_id,
+            config: ControllerConfig {
+                cluster_id: cluster_id.clone(),
+                session_timeout_ms: config.broker_session_timeout_ms,
+            },
+            // This process's broker starts with its controller: its old session is over.
+            expire_on_first_activation: config
+                .also_broker
+                .then_some(keel_controller::types::BrokerId(config.node_id)),
+            elr_default: config.eligible_leader_replicas_enable,
+            lease: timing.rpc_timeout(),
+        },
+        commands_tx,
+        view,
+    );
     // The controller task stops on shutdown or on a fatal error; either way the listener stops.
     let stop = shutdown.child_token();
     let recovery_task = tokio::spawn(recovery::run(
@@ -261,13 +267,16 @@ pub async fn serve<L: crate::net::Listener>(
     });
     info!(host = %settings.endpoint.host, port = settings.endpoint.port, "controller listening");
     on_ready();
-    connection::serve(listener, handle, settings, stop.clone()).await;
+    connection::serve(listener, handle, raft.clone(), settings, stop.clone()).await;
     stop.cancel();
     let _ = recovery_task.await;
     let result = match controller_task.await {
         Ok(result) => result.map_err(ControllerServerError::from),
         Err(join) => Err(ControllerServerError::Task(join.to_string())),
     };
+    if let Err(e) = raft.shutdown().await {
+        warn!(error = %e, "the Raft core did not stop cleanly");
+    }
     if let Err(e) = &result {
         error!(error = %e, "controller stopped");
     }
@@ -275,41 +284,72 @@ pub async fn serve<L: crate::net::Listener>(
     result
 }
 
-/// `eligible.leader.replicas.enable` in the controller's config is the cluster's starting
-/// point (Kafka sets the feature when formatting): it is written once, on a cluster whose
-/// metadata has never set the feature. Later changes go through IncrementalAlterConfigs on the
-/// cluster resource and win over the file.
-fn apply_elr_setting(
-    state: &mut state::ControllerState,
-    enable: bool,
-) -> Result<(), ControllerServerError> {
-    let image = state.controller().image();
-    if image
-        .feature_level(keel_controller::config::ELR_FEATURE)
-        .is_some()
-        || enable
-    {
-        return Ok(());
-    }
-    let change = keel_controller::ConfigChange {
-        name: keel_controller::config::ELR_FEATURE.to_string(),
-        value: Some(enable.to_string()),
-    };
-    let result = state.commit(|c, now_ms| {
-        c.alter_configs(
-            &keel_controller::records::ConfigResource::Cluster,
-            std::slice::from_ref(&change),
-            now_ms,
-        )
-    })?;
-    match result {
-        Ok(()) => {
-            info!("eligible.leader.replicas.enable=false: the cluster runs Kafka's classic ISR rules (no ELR)");
-            Ok(())
+/// How long an answer waits for its records to commit at least (brokers' own RPC timeouts are
+/// shorter; they retry against whichever controller is active then).
+const COMMIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Opens the Raft log and the applied state under `metadata.log.dir`, starts the Raft core
+/// and, on a freshly formatted directory, initializes the quorum with `controller.quorum.voters`
+/// (every voter does the same; the first to campaign wins). A directory whose
+/// `__cluster_metadata-0` holds records but that has no Raft log was written by a Keel from
+/// before the quorum: refused (it would otherwise be rebuilt empty).
+async fn start_raft(
+    config: &ControllerServerConfig,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    network: Arc<dyn crate::net::Network>,
+) -> Result<(Raft, StateMachine), ControllerServerError> {
+    let dir = &config.metadata_log_dir;
+    let log_store = LogStore::open(storage.clone(), dir, clock.clone()).map_err(|source| {
+        ControllerServerError::Dir {
+            path: dir.display().to_string(),
+            source,
         }
-        Err(e) => Err(ControllerServerError::Task(format!(
-            "cannot apply eligible.leader.replicas.enable=false: {}",
-            e.message
-        ))),
+    })?;
+    let pristine = log_store.is_pristine();
+    if pristine {
+        let applied =
+            crate::metadata_log::LocalMetadataLog::open(storage.clone(), dir, clock.now_ms())?;
+        if applied.end_offset().0 > 0 {
+            return Err(ControllerServerError::Task(format!(
+                "{} holds metadata records but no Raft log (written by a Keel from before the \
+                 controller quorum): format a new metadata directory",
+                dir.display()
+            )));
+        }
     }
+    let machine = StateMachine::open(storage, dir, clock)?;
+    let voters: BTreeMap<u64, String> = config
+        .quorum_voters
+        .iter()
+        .map(|(id, addr)| (raft::raft_id(*id), addr.clone()))
+        .collect();
+    let me = raft::raft_id(config.node_id);
+    let rank = voters.keys().position(|id| *id == me).unwrap_or(0);
+    let timing = QuorumTiming {
+        election_timeout_ms: config.election_timeout_ms,
+    };
+    let raft_config = timing
+        .openraft_config(rank)
+        .map_err(|e| ControllerServerError::Task(format!("Raft configuration: {e}")))?;
+    let factory = NetworkFactory::new(
+        network,
+        voters.clone(),
+        config.node_id,
+        std::time::Duration::from_millis(timing.heartbeat_ms()),
+    );
+    let raft = Raft::new(me, raft_config, factory, log_store, machine.clone())
+        .await
+        .map_err(|e| ControllerServerError::Task(format!("cannot start the Raft core: {e}")))?;
+    if pristine {
+        let members: BTreeMap<u64, openraft::BasicNode> = voters
+            .iter()
+            .map(|(id, addr)| (*id, openraft::BasicNode { addr: addr.clone() }))
+            .collect();
+        match raft.initialize(members).await {
+            Ok(()) => info!(voters = voters.len(), "initialized the controller quorum"),
+            Err(e) => info!(error = %e, "the controller quorum was initialized already"),
+        }
+    }
+    Ok((raft, machine))
 }

@@ -27,7 +27,7 @@ use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 use uuid::Uuid;
 
-use super::state::{ControllerHandle, ControllerStopped};
+use super::state::{CallError, ControllerHandle};
 use super::Settings;
 
 /// Kafka's longest topic name.
@@ -189,7 +189,7 @@ pub(super) async fn create(
     settings: &Settings,
     req: CreateTopicsRequest,
     version: i16,
-) -> Result<CreateTopicsResponse, ControllerStopped> {
+) -> Result<CreateTopicsResponse, CallError> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for topic in &req.topics {
         *counts.entry(topic.name.to_string()).or_default() += 1;
@@ -312,7 +312,7 @@ pub(super) async fn delete(
     handle: &ControllerHandle,
     req: DeleteTopicsRequest,
     version: i16,
-) -> Result<DeleteTopicsResponse, ControllerStopped> {
+) -> Result<DeleteTopicsResponse, CallError> {
     let mut targets: Vec<DeleteTarget> = if version >= 6 {
         req.topics
             .iter()
@@ -418,7 +418,7 @@ type GrowItem = (String, i32, Option<Vec<Vec<BrokerId>>>, bool);
 pub(super) async fn create_partitions(
     handle: &ControllerHandle,
     req: CreatePartitionsRequest,
-) -> Result<CreatePartitionsResponse, ControllerStopped> {
+) -> Result<CreatePartitionsResponse, CallError> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for topic in &req.topics {
         *counts.entry(topic.name.to_string()).or_default() += 1;
