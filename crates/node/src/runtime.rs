@@ -342,7 +342,8 @@ async fn run_broker(
             PreviousShutdown::Unclean => None,
         },
     };
-    let Some((mut control, broker_epoch)) = register(&broker, &registration, &shutdown).await
+    let Some(((mut control_index, mut control), broker_epoch)) =
+        register(&broker, &registration, &shutdown).await
     else {
         return Ok(());
     };
@@ -371,11 +372,15 @@ async fn run_broker(
         let applied = *applied_rx.borrow_and_update();
         match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
         {
-            Ok(state) if !state.is_fenced && applied.is_some() => break,
-            Ok(_) => {}
+            Ok(state) if !state.is_fenced && applied.is_some() => {
+                broker.controller().prefer(control_index);
+                break;
+            }
+            Ok(_) => broker.controller().prefer(control_index),
             Err(e) => {
                 warn!(error = %e, "heartbeat failed; reconnecting");
-                control = reconnect(&broker, &shutdown, &mut attempt).await?;
+                broker.controller().demote(control_index);
+                (control_index, control) = reconnect(&broker, &shutdown, &mut attempt).await?;
             }
         }
         tokio::select! {
@@ -435,6 +440,7 @@ async fn run_broker(
         match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
         {
             Ok(state) => {
+                broker.controller().prefer(control_index);
                 if state.is_fenced && !fenced_logged {
                     warn!("the controller fenced this broker (missed heartbeats?); heartbeating to be unfenced");
                 }
@@ -442,8 +448,9 @@ async fn run_broker(
             }
             Err(e) => {
                 warn!(error = %e, "heartbeat failed; reconnecting");
+                broker.controller().demote(control_index);
                 match reconnect(&broker, &shutdown, &mut attempt).await {
-                    Ok(c) => control = c,
+                    Ok(c) => (control_index, control) = c,
                     Err(_) => break,
                 }
             }
@@ -451,7 +458,7 @@ async fn run_broker(
     }
     info!("shutting down");
     if config.controlled_shutdown_enable {
-        controlled_shutdown(&broker, &mut control, broker_epoch, &applied_rx).await;
+        controlled_shutdown(&broker, (control_index, control), broker_epoch, &applied_rx).await;
     }
     serve_stop.cancel();
     tasks.cancel();
@@ -471,13 +478,21 @@ async fn register(
     broker: &Broker,
     registration: &Registration,
     shutdown: &CancellationToken,
-) -> Option<(Connection<BoxStream>, i64)> {
+) -> Option<((usize, Connection<BoxStream>), i64)> {
     let mut attempt = 0;
     loop {
         let outcome = async {
-            let mut connection = connect_controller(broker).await?;
-            let epoch = lifecycle::register(&mut connection, registration).await?;
-            anyhow::Ok((connection, epoch))
+            let (index, mut connection) = connect_controller(broker).await?;
+            match lifecycle::register(&mut connection, registration).await {
+                Ok(epoch) => {
+                    broker.controller().prefer(index);
+                    anyhow::Ok(((index, connection), epoch))
+                }
+                Err(e) => {
+                    broker.controller().demote(index);
+                    Err(e.into())
+                }
+            }
         }
         .await;
         match outcome {
@@ -497,23 +512,19 @@ async fn register(
     }
 }
 
-async fn connect_controller(broker: &Broker) -> anyhow::Result<Connection<BoxStream>> {
+/// Connects the lifecycle channel to the controller most likely active (see
+/// `ControllerChannel::candidates`); a call that then fails — `NOT_CONTROLLER` included —
+/// demotes it, one that succeeds makes every channel try it first.
+async fn connect_controller(broker: &Broker) -> anyhow::Result<(usize, Connection<BoxStream>)> {
     let client_id = format!("keel-broker-{}-lifecycle", broker.node_id());
-    let mut last = None;
-    for voter in broker.controller_voters() {
-        match Connection::connect(broker.network().as_ref(), voter, &client_id).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.map_or_else(|| anyhow::anyhow!("no controller configured"), Into::into))
+    Ok(broker.controller().connect_as(&client_id).await?)
 }
 
 async fn reconnect(
     broker: &Broker,
     shutdown: &CancellationToken,
     attempt: &mut u32,
-) -> anyhow::Result<Connection<BoxStream>> {
+) -> anyhow::Result<(usize, Connection<BoxStream>)> {
     loop {
         tokio::select! {
             biased;
@@ -545,16 +556,8 @@ async fn follow_metadata(
             return;
         }
         if connection.is_none() {
-            let mut connected = None;
-            for voter in broker.controller_voters() {
-                if let Ok(c) =
-                    Connection::connect(broker.network().as_ref(), voter, &client_id).await
-                {
-                    connected = Some(c);
-                    break;
-                }
-            }
-            match connected {
+            let connected = broker.controller().connect_as(&client_id).await.ok();
+            match connected.map(|(_, c)| c) {
                 Some(c) => {
                     connection = Some(c);
                     attempt = 0;
@@ -610,22 +613,34 @@ async fn follow_metadata(
 /// catch up to the new leaders.
 async fn controlled_shutdown(
     broker: &Broker,
-    control: &mut Connection<BoxStream>,
+    control: (usize, Connection<BoxStream>),
     broker_epoch: i64,
     applied: &tokio::sync::watch::Receiver<Option<i64>>,
 ) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(CONTROLLED_SHUTDOWN_MAX_MS);
+    let (mut index, mut control) = control;
     loop {
         let offset = *applied.borrow();
-        match lifecycle::heartbeat(control, broker.node_id(), broker_epoch, offset, true).await {
+        match lifecycle::heartbeat(&mut control, broker.node_id(), broker_epoch, offset, true).await
+        {
             Ok(state) if state.should_shut_down => {
                 info!("controlled shutdown complete: the controller moved every leadership away");
                 return;
             }
             Ok(_) => {}
             Err(e) => {
-                warn!(error = %e, "controlled shutdown: heartbeat failed; stopping without it");
-                return;
+                // The active controller may have moved: try the next one until the deadline.
+                broker.controller().demote(index);
+                match connect_controller(broker).await {
+                    Ok(next) if tokio::time::Instant::now() < deadline => {
+                        warn!(error = %e, "controlled shutdown: heartbeat failed; trying the next controller");
+                        (index, control) = next;
+                    }
+                    _ => {
+                        warn!(error = %e, "controlled shutdown: heartbeat failed; stopping without it");
+                        return;
+                    }
+                }
             }
         }
         if tokio::time::Instant::now() >= deadline {

@@ -3,10 +3,18 @@
 //! DeleteTopics, CreatePartitions, IncrementalAlterConfigs, ElectLeaders).
 //!
 //! One connection, one request at a time (a Kafka connection answers in order anyway),
-//! reconnected on the next call after any failure; voters are tried in turn.
+//! reconnected on the next call after any failure. Voters are tried in turn, starting with the
+//! last one that answered as the active controller; an answer of `NOT_CONTROLLER` (a standby,
+//! or a leader that lost its quorum) moves on to the next voter and sends the request again,
+//! once per voter. Lifecycle and metadata connections pick their controller through the same
+//! order ([`ControllerChannel::candidates`]).
 
-use keel_wire::kafka_protocol::messages::ApiKey;
+use keel_wire::kafka_protocol::messages::{
+    AlterPartitionResponse, ApiKey, CreatePartitionsResponse, CreateTopicsResponse,
+    DeleteTopicsResponse, ElectLeadersResponse, IncrementalAlterConfigsResponse,
+};
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable};
+use keel_wire::ResponseError;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
@@ -21,7 +29,58 @@ pub struct ControllerChannel {
     network: Arc<dyn Network>,
     voters: Vec<String>,
     client_id: String,
-    connection: Mutex<Option<Connection<BoxStream>>>,
+    /// The connection and the index of the voter it goes to.
+    connection: Mutex<Option<(usize, Connection<BoxStream>)>>,
+    /// The voter to try first (the last one that acted as the active controller).
+    preferred: std::sync::Mutex<usize>,
+}
+
+/// A controller answer that may say "not the active controller".
+pub trait ControllerAnswer {
+    /// Whether the answer is `NOT_CONTROLLER` (at the top or for any item).
+    fn not_controller(&self) -> bool;
+}
+
+const NOT_CONTROLLER: i16 = ResponseError::NotController.code();
+
+impl ControllerAnswer for AlterPartitionResponse {
+    fn not_controller(&self) -> bool {
+        self.error_code == NOT_CONTROLLER
+    }
+}
+
+impl ControllerAnswer for CreateTopicsResponse {
+    fn not_controller(&self) -> bool {
+        self.topics.iter().any(|t| t.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for DeleteTopicsResponse {
+    fn not_controller(&self) -> bool {
+        self.responses
+            .iter()
+            .any(|t| t.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for CreatePartitionsResponse {
+    fn not_controller(&self) -> bool {
+        self.results.iter().any(|t| t.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for IncrementalAlterConfigsResponse {
+    fn not_controller(&self) -> bool {
+        self.responses
+            .iter()
+            .any(|r| r.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for ElectLeadersResponse {
+    fn not_controller(&self) -> bool {
+        self.error_code == NOT_CONTROLLER
+    }
 }
 
 impl std::fmt::Debug for ControllerChannel {
@@ -45,22 +104,61 @@ impl ControllerChannel {
             voters,
             client_id,
             connection: Mutex::new(None),
+            preferred: std::sync::Mutex::new(0),
         }
     }
 
-    async fn connect(&self) -> Result<Connection<BoxStream>, ClientError> {
+    fn preferred(&self) -> usize {
+        self.preferred.lock().map(|p| *p).unwrap_or(0)
+    }
+
+    /// The voters in the order to try them: the preferred one first, then the rest in turn.
+    pub fn candidates(&self) -> Vec<(usize, String)> {
+        let n = self.voters.len();
+        let first = self.preferred();
+        (0..n)
+            .map(|i| (first + i) % n.max(1))
+            .map(|i| (i, self.voters[i].clone()))
+            .collect()
+    }
+
+    /// Voter `index` acted as the active controller: try it first from now on.
+    pub fn prefer(&self, index: usize) {
+        if let Ok(mut p) = self.preferred.lock() {
+            *p = index;
+        }
+    }
+
+    /// Voter `index` is not (or no longer) the active controller: try the next one first.
+    pub fn demote(&self, index: usize) {
+        if let Ok(mut p) = self.preferred.lock() {
+            if *p == index && !self.voters.is_empty() {
+                *p = (index + 1) % self.voters.len();
+            }
+        }
+    }
+
+    /// Connects to the first voter of [`ControllerChannel::candidates`] that accepts, as
+    /// `client_id`; returns its index with the connection.
+    pub async fn connect_as(
+        &self,
+        client_id: &str,
+    ) -> Result<(usize, Connection<BoxStream>), ClientError> {
         let mut last = None;
-        for voter in &self.voters {
-            match Connection::connect(self.network.as_ref(), voter, &self.client_id).await {
-                Ok(connection) => return Ok(connection),
-                Err(e) => last = Some(e),
+        for (index, voter) in self.candidates() {
+            match Connection::connect(self.network.as_ref(), &voter, client_id).await {
+                Ok(connection) => return Ok((index, connection)),
+                Err(e) => {
+                    self.demote(index);
+                    last = Some(e);
+                }
             }
         }
         Err(last.unwrap_or(ClientError::Closed))
     }
 
     /// Sends `request` at the highest version in `min..=max` the controller serves.
-    pub async fn call<Req: Encodable, Resp: Decodable>(
+    pub async fn call<Req: Encodable, Resp: Decodable + ControllerAnswer>(
         &self,
         api_key: ApiKey,
         min: i16,
@@ -72,7 +170,7 @@ impl ControllerChannel {
     }
 
     /// Sends `request` at exactly `version` (forwarding a client's request unchanged).
-    pub async fn forward<Req: Encodable, Resp: Decodable>(
+    pub async fn forward<Req: Encodable, Resp: Decodable + ControllerAnswer>(
         &self,
         api_key: ApiKey,
         version: i16,
@@ -82,34 +180,52 @@ impl ControllerChannel {
             .await
     }
 
-    async fn call_with<Req: Encodable, Resp: Decodable>(
+    async fn call_with<Req: Encodable, Resp: Decodable + ControllerAnswer>(
         &self,
         api_key: ApiKey,
         pick: impl Fn(&Connection<BoxStream>) -> Result<i16, ClientError>,
         request: &Req,
     ) -> Result<Resp, ClientError> {
         let mut slot = self.connection.lock().await;
-        if slot.is_none() {
-            *slot = Some(self.connect().await?);
+        let mut answer = None;
+        // Once per voter: a NOT_CONTROLLER answer moves on to the next one.
+        for _ in 0..self.voters.len().max(1) {
+            if slot.is_none() {
+                *slot = Some(self.connect_as(&self.client_id).await?);
+            }
+            let (index, connection) = slot.as_mut().expect("connected above");
+            let index = *index;
+            let version = pick(connection)?;
+            let call = connection.call_version::<Req, Resp>(api_key, version, request);
+            let result = match tokio::time::timeout(
+                std::time::Duration::from_millis(CONTROLLER_CALL_TIMEOUT_MS),
+                call,
+            )
+            .await
+            {
+                Ok(result) => result,
+                Err(_) => Err(ClientError::Io(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "controller did not answer in time",
+                ))),
+            };
+            match result {
+                Ok(response) if response.not_controller() => {
+                    self.demote(index);
+                    *slot = None;
+                    answer = Some(response);
+                }
+                Ok(response) => {
+                    self.prefer(index);
+                    return Ok(response);
+                }
+                Err(e) => {
+                    self.demote(index);
+                    *slot = None;
+                    return Err(e);
+                }
+            }
         }
-        let connection = slot.as_mut().expect("connected above");
-        let version = pick(connection)?;
-        let call = connection.call_version(api_key, version, request);
-        let result = match tokio::time::timeout(
-            std::time::Duration::from_millis(CONTROLLER_CALL_TIMEOUT_MS),
-            call,
-        )
-        .await
-        {
-            Ok(result) => result,
-            Err(_) => Err(ClientError::Io(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "controller did not answer in time",
-            ))),
-        };
-        if result.is_err() {
-            *slot = None;
-        }
-        result
+        Ok(answer.expect("at least one attempt"))
     }
 }

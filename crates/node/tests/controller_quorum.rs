@@ -1,0 +1,369 @@
+//! Three controllers over real TCP (issue 6): one Raft leader is the active controller, the
+//! standbys answer `NOT_CONTROLLER` to writes but serve the same committed metadata log; when
+//! the leader crashes another takes over with a higher epoch and every committed record, and
+//! the crashed one catches up after a restart.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use keel_controller::records::Record;
+use keel_controller::types::MetadataOffset;
+use keel_log::storage::{OsStorage, Storage};
+use keel_log::LogDir;
+use keel_node::client::Connection;
+use keel_node::clock::SystemClock;
+use keel_node::config::Listener;
+use keel_node::controller_server::{self, ControllerServerConfig, MetadataDir};
+use keel_node::metadata_log::decode_metadata_batches;
+use keel_wire::kafka_protocol::messages::broker_registration_request::Listener as WireListener;
+use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
+use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use keel_wire::kafka_protocol::messages::*;
+use keel_wire::kafka_protocol::protocol::StrBytes;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const CLUSTER: &str = "quorum-test-cluster";
+const NOT_CONTROLLER: i16 = 41;
+
+type Conn = Connection<keel_node::net::BoxStream>;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+/// One controller process: its own runtime, so a crash stops every task it spawned (the
+/// Raft core included).
+struct Controller {
+    id: i32,
+    rt: Option<tokio::runtime::Runtime>,
+    shutdown: CancellationToken,
+}
+
+impl Controller {
+    fn crash(mut self) {
+        self.shutdown.cancel();
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+struct Quorum {
+    dirs: Vec<tempfile::TempDir>,
+    addrs: Vec<String>,
+    voters: String,
+}
+
+impl Quorum {
+    /// Three formatted directories and three free loopback ports.
+    fn new() -> Quorum {
+        let mut dirs = Vec::new();
+        let mut addrs = Vec::new();
+        for id in 1..=3 {
+            let dir = tempfile::tempdir().unwrap();
+            let storage: Arc<dyn Storage> = Arc::new(OsStorage::new());
+            LogDir::format(storage, dir.path(), CLUSTER, id, Uuid::new_v4()).unwrap();
+            dirs.push(dir);
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            addrs.push(probe.local_addr().unwrap().to_string());
+        }
+        let voters = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}@{a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",");
+        Quorum {
+            dirs,
+            addrs,
+            voters,
+        }
+    }
+
+    fn start(&self, id: i32) -> Controller {
+        let index = (id - 1) as usize;
+        let addr = self.addrs[index].clone();
+        let props: BTreeMap<String, String> = [
+            ("node.id", id.to_string()),
+            ("process.roles", "controller".to_string()),
+            ("listeners", format!("CONTROLLER://{addr}")),
+            (
+                "metadata.log.dir",
+                self.dirs[index].path().display().to_string(),
+            ),
+            ("controller.quorum.voters", self.voters.clone()),
+            ("controller.quorum.election.timeout.ms", "500".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let config = ControllerServerConfig::from_properties(&props).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        rt.spawn(async move {
+            let listener = tokio::net::TcpListener::bind(&addr).await.unwrap();
+            let endpoint = Listener::parse(&format!("CONTROLLER://{addr}")).unwrap();
+            let result = controller_server::serve(
+                config,
+                MetadataDir::Own,
+                Arc::new(OsStorage::new()),
+                Arc::new(SystemClock),
+                Arc::new(keel_node::net::TcpNetwork),
+                listener,
+                endpoint,
+                stop,
+                || {},
+            )
+            .await;
+            if let Err(e) = result {
+                eprintln!("controller {id} stopped: {e}");
+            }
+        });
+        Controller {
+            id,
+            rt: Some(rt),
+            shutdown,
+        }
+    }
+
+    async fn connect(&self, id: i32) -> Option<Conn> {
+        Connection::connect(
+            &keel_node::net::TcpNetwork,
+            &self.addrs[(id - 1) as usize],
+            "quorum-test",
+        )
+        .await
+        .ok()
+    }
+}
+
+fn registration(broker: i32) -> BrokerRegistrationRequest {
+    BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(broker))
+        .with_cluster_id(s(CLUSTER))
+        .with_incarnation_id(Uuid::from_u128(0x1000 + broker as u128))
+        .with_listeners(vec![WireListener::default()
+            .with_name(s("PLAINTEXT"))
+            .with_host(s("127.0.0.1"))
+            .with_port(9000 + broker as u16)
+            .with_security_protocol(0)])
+        .with_log_dirs(vec![Uuid::from_u128(0xd000 + broker as u128)])
+        .with_previous_broker_epoch(-1)
+}
+
+fn create_topic(name: &str) -> CreateTopicsRequest {
+    CreateTopicsRequest::default()
+        .with_timeout_ms(5_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)])
+}
+
+fn metadata_fetch(from: i64) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(8 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(s("__cluster_metadata")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(from)
+                .with_partition_max_bytes(8 << 20)])])
+}
+
+/// Every applied record of controller `id` and the (leader, epoch) it reports.
+async fn records_of(quorum: &Quorum, id: i32) -> Option<(Vec<(MetadataOffset, Record)>, i32, i32)> {
+    let mut conn = quorum.connect(id).await?;
+    let mut records = Vec::new();
+    loop {
+        let from = records
+            .last()
+            .map_or(0, |(o, _): &(MetadataOffset, Record)| o.0 + 1);
+        let response: FetchResponse = conn
+            .call_version(ApiKey::Fetch, 12, &metadata_fetch(from))
+            .await
+            .ok()?;
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0);
+        let bytes = partition.records.clone().unwrap_or_default();
+        let batch = decode_metadata_batches(&bytes, MetadataOffset(from)).unwrap();
+        if batch.is_empty() {
+            return Some((
+                records,
+                partition.current_leader.leader_id.0,
+                partition.current_leader.leader_epoch,
+            ));
+        }
+        records.extend(batch);
+    }
+}
+
+/// Sends a request to every live controller in turn until one (the active one) answers
+/// without NOT_CONTROLLER; returns its id and error code. Standbys must say NOT_CONTROLLER.
+async fn call_active<Req, Resp>(
+    quorum: &Quorum,
+    live: &[i32],
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+    code_of: fn(&Resp) -> i16,
+    within: Duration,
+) -> (i32, i16)
+where
+    Req: keel_wire::kafka_protocol::protocol::Encodable,
+    Resp: keel_wire::kafka_protocol::protocol::Decodable,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        for id in live {
+            let Some(mut conn) = quorum.connect(*id).await else {
+                continue;
+            };
+            let Ok(response) = conn.call_version::<_, Resp>(key, version, request).await else {
+                continue;
+            };
+            let code = code_of(&response);
+            if code != NOT_CONTROLLER {
+                return (*id, code);
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no active controller within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn create_on_active(
+    quorum: &Quorum,
+    live: &[i32],
+    name: &str,
+    within: Duration,
+) -> (i32, i16) {
+    call_active(
+        quorum,
+        live,
+        ApiKey::CreateTopics,
+        7,
+        &create_topic(name),
+        |r: &CreateTopicsResponse| r.topics[0].error_code,
+        within,
+    )
+    .await
+}
+
+/// Waits until every controller in `ids` has applied exactly `expected`.
+async fn converge(quorum: &Quorum, ids: &[i32], expected: &[(MetadataOffset, Record)]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for id in ids {
+        loop {
+            if let Some((records, _, _)) = records_of(quorum, *id).await {
+                if records == expected {
+                    break;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "controller {id} did not catch up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+// Shows (issue 6): exactly one controller acts; standbys refuse writes with NOT_CONTROLLER and
+// serve the same committed log; after the active controller crashes another one takes over
+// within a few seconds with a higher epoch, keeps every committed record and accepts writes;
+// the crashed controller restarts and catches up.
+#[test]
+fn a_three_controller_quorum_survives_the_loss_of_its_leader() {
+    let quorum = Quorum::new();
+    let mut controllers: Vec<Controller> = (1..=3).map(|id| quorum.start(id)).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (active, code) = call_active(
+            &quorum,
+            &[1, 2, 3],
+            ApiKey::BrokerRegistration,
+            4,
+            &registration(1),
+            |r: &BrokerRegistrationResponse| r.error_code,
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(code, 0);
+        // Registration on a standby is refused; on the active controller it works.
+        for id in [1, 2, 3] {
+            let mut conn = quorum.connect(id).await.unwrap();
+            let answer: BrokerRegistrationResponse = conn
+                .call_version(ApiKey::BrokerRegistration, 4, &registration(2))
+                .await
+                .unwrap();
+            if id == active {
+                assert_eq!(answer.error_code, 0);
+            } else {
+                assert_eq!(answer.error_code, NOT_CONTROLLER, "standby {id}");
+            }
+        }
+        // A fenced broker cannot host a topic; the answer still comes from the active one.
+        let (creator, _) = create_on_active(&quorum, &[1, 2, 3], "first", Duration::from_secs(5)).await;
+        assert_eq!(creator, active);
+        let (records, leader, epoch) = records_of(&quorum, active).await.unwrap();
+        assert_eq!(leader, active);
+        assert!(epoch >= 1);
+        assert!(records.iter().any(|(_, r)| matches!(r, Record::RegisterBroker(b) if b.broker.0 == 2)));
+        converge(&quorum, &[1, 2, 3], &records).await;
+
+        // The active controller crashes.
+        let crashed = controllers.iter().position(|c| c.id == active).unwrap();
+        let started = Instant::now();
+        controllers.remove(crashed).crash();
+        let live: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != active).collect();
+        let (successor, code) = call_active(
+            &quorum,
+            &live,
+            ApiKey::BrokerRegistration,
+            4,
+            &registration(3),
+            |r: &BrokerRegistrationResponse| r.error_code,
+            Duration::from_secs(20),
+        )
+        .await;
+        let failover = started.elapsed();
+        eprintln!("failover: controller {successor} accepted a write {failover:?} after controller {active} crashed");
+        assert_eq!(code, 0);
+        assert_ne!(successor, active);
+        let (after, leader, new_epoch) = records_of(&quorum, successor).await.unwrap();
+        assert_eq!(leader, successor);
+        assert!(new_epoch > epoch, "epoch {new_epoch} after {epoch}");
+        assert_eq!(&after[..records.len()], &records[..], "every committed record survives");
+        assert!(after.iter().any(|(_, r)| matches!(r, Record::RegisterBroker(b) if b.broker.0 == 3)));
+
+        // The crashed controller comes back as a standby and catches up.
+        controllers.push(quorum.start(active));
+        converge(&quorum, &[1, 2, 3], &after).await;
+    });
+}
