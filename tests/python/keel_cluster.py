@@ -1,8 +1,9 @@
-"""A multi-process Keel cluster for end-to-end tests: one controller and N brokers.
+"""A multi-process Keel cluster for end-to-end tests: a Raft quorum of controllers (three by
+default) and N brokers.
 
 What lives here: `Controller` and `Node` (`Broker`s whose processes run `process.roles=controller`
-and `process.roles=broker`), `Cluster` (the controller plus brokers 0..N-1, all formatted with one
-cluster id, each in its own directory)
+and `process.roles=broker`), `Cluster` (controllers 100, 101, ... plus brokers 0..N-1, all
+formatted with one cluster id, each in its own directory)
 with the faults the tests inject — kill -9, SIGTERM, SIGSTOP/SIGCONT, a wiped disk — and the
 metadata views the tests poll: `partition_views()` asks every running broker for Metadata v7 over
 a raw connection (kafka_wire), so a test knows which broker said what, with leader epochs that tell
@@ -14,6 +15,7 @@ forking thread exits). conftest.py's `cluster` fixture creates clusters and alwa
 
 from __future__ import annotations
 
+import re
 import subprocess
 import threading
 import time
@@ -52,16 +54,35 @@ def random_cluster_id() -> str:
     return out.stdout.strip()
 
 
+ACTIVE_RE = re.compile(r"(?<!the )active controller term=(\d+)")
+INACTIVE_RE = re.compile(r"no longer the active controller term=(\d+)")
+
+
 class Controller(Broker):
-    """The controller process (`process.roles=controller`): formats `metadata.log.dir`, prints
-    `keel: controller ready at HOST:PORT`, and listens on the CONTROLLER listener only."""
+    """A controller process (`process.roles=controller`): formats `metadata.log.dir`, prints
+    `keel: controller ready at HOST:PORT`, and listens on the CONTROLLER listener only. Its
+    `controller.quorum.voters` is set by the Cluster once every controller has a port."""
 
     ready_re = CONTROLLER_READY_RE
     data_subdir = "meta"
 
+    def __init__(self, workdir: Path, node_id: int = CONTROLLER_ID, **kwargs) -> None:
+        self.node_id = node_id
+        super().__init__(workdir, **kwargs)
+
+    def active_term(self) -> int | None:
+        """The Raft term this controller's current run last became active in, if it has not logged
+        losing it since (its log says so: `active controller term=T` / `no longer ...`)."""
+        text = self.log_text()
+        events = sorted([(m.start(), int(m.group(1)), True) for m in ACTIVE_RE.finditer(text)] +
+                        [(m.start(), int(m.group(1)), False) for m in INACTIVE_RE.finditer(text)])
+        if not events or not events[-1][2]:
+            return None
+        return events[-1][1]
+
     def default_config(self) -> dict[str, str]:
         return {
-            "node.id": str(CONTROLLER_ID),
+            "node.id": str(self.node_id),
             "process.roles": "controller",
             "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
@@ -108,22 +129,28 @@ class Sample(NamedTuple):
 
 
 class Cluster:
-    """A controller (node id 100) and brokers 0..n-1 on 127.0.0.1, formatted with one cluster id.
+    """Controllers 100, 101, ... (a Raft quorum; three by default) and brokers 0..n-1 on
+    127.0.0.1, formatted with one cluster id.
 
-    `controller` / `broker` are extra properties for the controller's and every broker's config
+    `controller` / `broker` are extra properties for every controller's and every broker's config
     file (they win over CONTROLLER_DEFAULTS / BROKER_DEFAULTS). Brokers are addressed by index,
-    which is also their node id.
+    which is also their node id; controllers by index into `controllers`.
     """
 
     def __init__(self, workdir: Path, brokers: int = 3, controller: dict[str, str] | None = None,
-                 broker: dict[str, str] | None = None, name: str = "cluster") -> None:
+                 broker: dict[str, str] | None = None, name: str = "cluster", controllers: int = 3) -> None:
         self.name = name
         self.workdir = Path(workdir)
         self.cluster_id = random_cluster_id()
-        self.controller = Controller(self.workdir / "controller", name=f"{name}-controller",
-                                     cluster_id=self.cluster_id,
-                                     config={**CONTROLLER_DEFAULTS, **(controller or {})})
-        voters = f"{CONTROLLER_ID}@{self.controller.address}"
+        self.controllers: list[Controller] = [
+            Controller(self.workdir / f"controller-{CONTROLLER_ID + i}", node_id=CONTROLLER_ID + i,
+                       name=f"{name}-controller-{CONTROLLER_ID + i}", cluster_id=self.cluster_id,
+                       config={**CONTROLLER_DEFAULTS, **(controller or {})})
+            for i in range(controllers)]
+        voters = ",".join(f"{c.node_id}@{c.address}" for c in self.controllers)
+        for c in self.controllers:
+            c.config["controller.quorum.voters"] = voters
+        self.controller = self.controllers[0]
         self.nodes: list[Node] = [
             Node(self.workdir / f"broker-{i}", i, voters, name=f"{name}-broker-{i}", cluster_id=self.cluster_id,
                  config=broker)
@@ -133,17 +160,20 @@ class Cluster:
 
     @property
     def processes(self) -> list[Broker]:
-        """The controller and every broker (for log tails)."""
-        return [self.controller, *self.nodes]
+        """The controllers and every broker (for log tails)."""
+        return [*self.controllers, *self.nodes]
 
     def broker(self, i: int) -> Node:
         return self.nodes[i]
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> "Cluster":
-        """Starts the controller, then every broker at once; returns when all printed their ready
+        """Starts the controllers, then every broker at once; returns when all printed their ready
         line. Stops everything and raises BrokerError if any of them does not get there."""
         try:
-            self.controller.start(timeout_s)
+            for c in self.controllers:
+                c.spawn()
+            for c in self.controllers:
+                c.wait_ready(timeout_s)
             for b in self.nodes:
                 b.spawn()
             for b in self.nodes:
@@ -155,8 +185,8 @@ class Cluster:
 
     def stop(self) -> None:
         """Teardown, never raises: continue stopped brokers, SIGTERM all brokers together, SIGKILL
-        whatever is left after TEARDOWN_GRACE_S, then the same for the controller."""
-        for group in (self.nodes, [self.controller]):
+        whatever is left after TEARDOWN_GRACE_S, then the same for the controllers."""
+        for group in (self.nodes, self.controllers):
             live = [b for b in group if b.alive()]
             for b in live:
                 try:
@@ -172,6 +202,25 @@ class Cluster:
                 except subprocess.TimeoutExpired:
                     pass
                 b.kill9()
+
+    def active_controller(self) -> int | None:
+        """Index (into `controllers`) of the controller that is active now, by their logs: among the
+        running controllers, the one active in the highest term (a SIGSTOPped one does not count)."""
+        best: tuple[int, int] | None = None
+        for i, c in enumerate(self.controllers):
+            if not c.running():
+                continue
+            term = c.active_term()
+            if term is not None and (best is None or term > best[0]):
+                best = (term, i)
+        return None if best is None else best[1]
+
+    def wait_for_active_controller(self, timeout_s: float = WAIT_TIMEOUT_S, other_than: int | None = None) -> int:
+        """Waits until a running controller (not `other_than`) is active; returns its index."""
+        def found():
+            i = self.active_controller()
+            return None if i is None or i == other_than else (i,)
+        return self.wait_for(found, timeout_s, "an active controller")[0]
 
     def running(self) -> list[int]:
         """Indices of brokers that are up: alive, not SIGSTOPped, and ready in their current run."""

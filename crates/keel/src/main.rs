@@ -57,6 +57,10 @@ enum Command {
         /// Client port on 127.0.0.1.
         #[arg(long, default_value_t = 9092)]
         port: u16,
+        /// Controllers in the Raft quorum (1, 3 or 5); the cluster survives the loss of any
+        /// minority of them.
+        #[arg(long, default_value_t = 3, value_parser = parse_controller_count)]
+        controllers: u16,
         /// Extra broker properties (`key=value`), applied last.
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
@@ -87,8 +91,11 @@ struct ConfigArgs {
 fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
+            // openraft reports every vote and every retry to an unreachable voter; Keel logs
+            // what matters (active/standby changes, the quorum stopping). `KEEL_LOG=info,
+            // openraft=info` shows Raft's own lines.
             tracing_subscriber::EnvFilter::try_from_env("KEEL_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=off")),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -137,8 +144,9 @@ fn main() -> anyhow::Result<()> {
         Command::Dev {
             data_dir,
             port,
+            controllers,
             overrides,
-        } => dev(&data_dir, port, &overrides),
+        } => dev(&data_dir, port, controllers, &overrides),
         Command::Bench(args) => bench::run(args),
         Command::Golden { files } => golden(&files),
         Command::RandomClusterId => {
@@ -312,32 +320,54 @@ fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
 /// Brokers `keel dev` runs.
 const DEV_BROKERS: u16 = 3;
 /// The node id of `keel dev`'s controller.
+/// The first dev controller's node id (the others follow: 100, 101, 102, ...).
 const DEV_CONTROLLER_ID: i32 = 100;
 
-/// `keel dev`: a controller and three brokers in one process (replication factor 3 and
-/// `min.insync.replicas=2` for new topics), data under `data_dir`, formatted on first use;
-/// brokers on `port`, `port+1`, `port+2` of 127.0.0.1. Ctrl-C stops the brokers one by one
-/// (controlled shutdown), then the controller.
-fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
+fn parse_controller_count(text: &str) -> Result<u16, String> {
+    match text.parse::<u16>() {
+        Ok(n @ (1 | 3 | 5)) => Ok(n),
+        _ => Err(format!(
+            "{text:?}: a controller quorum has 1, 3 or 5 voters"
+        )),
+    }
+}
+
+/// `keel dev`: a Raft quorum of `controllers` controllers and three brokers in one process
+/// (replication factor 3 and `min.insync.replicas=2` for new topics), data under `data_dir`,
+/// formatted on first use; brokers on `port`, `port+1`, `port+2` of 127.0.0.1, controllers on
+/// free ports. Ctrl-C stops the brokers one by one (controlled shutdown), then the controllers.
+fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", data_dir.display()))?;
-    let controller_dir = data_dir.join("controller");
-    let cluster_id = match read_cluster_id(&controller_dir)? {
+    let controller_ids: Vec<i32> = (0..i32::from(controllers))
+        .map(|i| DEV_CONTROLLER_ID + i)
+        .collect();
+    let controller_dir = {
+        let data_dir = data_dir.clone();
+        move |id: i32| data_dir.join(format!("controller-{id}"))
+    };
+    let cluster_id = match read_cluster_id(&controller_dir(DEV_CONTROLLER_ID))? {
         Some(id) => id,
         None => {
             let id = random_cluster_id();
-            format_dirs(
-                DEV_CONTROLLER_ID,
-                std::slice::from_ref(&controller_dir),
-                &id,
-            )?;
-            eprintln!("keel: formatted {} for cluster {id}", data_dir.display());
+            eprintln!("keel: formatting {} for cluster {id}", data_dir.display());
             id
         }
     };
+    for id in &controller_ids {
+        let dir = controller_dir(*id);
+        match read_cluster_id(&dir)? {
+            Some(found) if found != cluster_id => anyhow::bail!(
+                "{} belongs to cluster {found}, not {cluster_id}",
+                dir.display()
+            ),
+            Some(_) => {}
+            None => format_dirs(*id, std::slice::from_ref(&dir), &cluster_id)?,
+        }
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("keel-dev")
@@ -345,56 +375,73 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
-        let mut controller_props = BTreeMap::new();
-        controller_props.insert("node.id".to_string(), DEV_CONTROLLER_ID.to_string());
-        controller_props.insert("process.roles".to_string(), "controller".to_string());
-        controller_props.insert(
-            "listeners".to_string(),
-            "CONTROLLER://127.0.0.1:0".to_string(),
-        );
-        controller_props.insert(
-            "controller.listener.names".to_string(),
-            "CONTROLLER".to_string(),
-        );
-        controller_props.insert(
-            "metadata.log.dir".to_string(),
-            controller_dir.display().to_string(),
-        );
-        controller_props.insert("default.replication.factor".to_string(), "3".to_string());
-        controller_props.insert("min.insync.replicas".to_string(), "2".to_string());
-        apply_overrides(&mut controller_props, overrides)?;
-        let controller_config =
-            keel_node::controller_server::ControllerServerConfig::from_properties(
-                &controller_props,
-            )?;
-        let (listener, endpoint) =
-            keel_node::controller_server::bind_tcp(&controller_config).await?;
-        let voters = format!("{DEV_CONTROLLER_ID}@127.0.0.1:{}", endpoint.port);
+        let controller_props = |id: i32, voters: Option<&str>| -> anyhow::Result<_> {
+            let mut props = BTreeMap::new();
+            props.insert("node.id".to_string(), id.to_string());
+            props.insert("process.roles".to_string(), "controller".to_string());
+            props.insert(
+                "listeners".to_string(),
+                "CONTROLLER://127.0.0.1:0".to_string(),
+            );
+            props.insert(
+                "controller.listener.names".to_string(),
+                "CONTROLLER".to_string(),
+            );
+            props.insert(
+                "metadata.log.dir".to_string(),
+                controller_dir(id).display().to_string(),
+            );
+            props.insert("default.replication.factor".to_string(), "3".to_string());
+            props.insert("min.insync.replicas".to_string(), "2".to_string());
+            if let Some(voters) = voters {
+                props.insert("controller.quorum.voters".to_string(), voters.to_string());
+            }
+            apply_overrides(&mut props, overrides)?;
+            Ok(keel_node::controller_server::ControllerServerConfig::from_properties(&props)?)
+        };
+        // Bind every controller listener first: the voters' addresses are the bound ports.
+        let mut bound = Vec::new();
+        for id in &controller_ids {
+            let config = controller_props(*id, None)?;
+            bound.push((*id, keel_node::controller_server::bind_tcp(&config).await?));
+        }
+        let voters = bound
+            .iter()
+            .map(|(id, (_, endpoint))| format!("{id}@127.0.0.1:{}", endpoint.port))
+            .collect::<Vec<_>>()
+            .join(",");
         let controller_stop = CancellationToken::new();
-        let (controller_ready, controller_started) = tokio::sync::oneshot::channel();
-        let controller = tokio::spawn(keel_node::controller_server::serve(
-            controller_config,
-            keel_node::controller_server::MetadataDir::Own,
-            Arc::new(OsStorage::new()),
-            Arc::new(SystemClock),
-            Arc::new(TcpNetwork),
-            listener,
-            endpoint,
-            controller_stop.clone(),
-            move || {
-                let _ = controller_ready.send(());
-            },
-        ));
-        if controller_started.await.is_err() {
-            // It stopped before serving: report why instead of starting brokers that would
-            // wait for it forever.
-            return match controller.await {
-                Ok(Err(e)) => {
-                    Err(anyhow::Error::new(e).context("the dev controller could not start"))
-                }
-                Ok(Ok(())) => Err(anyhow::anyhow!("the dev controller stopped before serving")),
-                Err(e) => Err(e.into()),
-            };
+        let mut controller_tasks = Vec::new();
+        for (id, (listener, endpoint)) in bound {
+            let config = controller_props(id, Some(&voters))?;
+            let (ready, started) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(keel_node::controller_server::serve(
+                config,
+                keel_node::controller_server::MetadataDir::Own,
+                Arc::new(OsStorage::new()),
+                Arc::new(SystemClock),
+                Arc::new(TcpNetwork),
+                listener,
+                endpoint,
+                controller_stop.clone(),
+                move || {
+                    let _ = ready.send(());
+                },
+            ));
+            if started.await.is_err() {
+                // It stopped before serving: report why instead of starting brokers that
+                // would wait for it forever.
+                controller_stop.cancel();
+                return match task.await {
+                    Ok(Err(e)) => Err(anyhow::Error::new(e)
+                        .context(format!("dev controller {id} could not start"))),
+                    Ok(Ok(())) => Err(anyhow::anyhow!(
+                        "dev controller {id} stopped before serving"
+                    )),
+                    Err(e) => Err(e.into()),
+                };
+            }
+            controller_tasks.push((id, task));
         }
 
         let mut brokers = Vec::new();
@@ -452,7 +499,8 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
         }
         if ready == DEV_BROKERS {
             eprintln!(
-                "keel: dev cluster (controller {DEV_CONTROLLER_ID}, brokers 0-{}), data in {}",
+                "keel: dev cluster (controllers {}, brokers 0-{}), data in {}",
+                voters,
                 DEV_BROKERS - 1,
                 data_dir.display()
             );
@@ -473,10 +521,15 @@ fn dev(data_dir: &Path, port: u16, overrides: &[String]) -> anyhow::Result<()> {
             }
         }
         controller_stop.cancel();
-        match controller.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => result = Err(e.into()),
-            Err(e) => result = Err(e.into()),
+        for (id, task) in controller_tasks {
+            match task.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    eprintln!("keel: controller {id} stopped with an error: {e}");
+                    result = Err(e.into());
+                }
+                Err(e) => result = Err(e.into()),
+            }
         }
         result
     })

@@ -539,6 +539,9 @@ async fn reconnect(
     }
 }
 
+/// How long one metadata fetch (a long poll of at most `METADATA_FETCH_MAX_WAIT_MS`) may take.
+const METADATA_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Fetches the metadata log and applies each new image (from the one that includes this
 /// broker's registration on); publishes the applied offset for heartbeats.
 async fn follow_metadata(
@@ -548,21 +551,29 @@ async fn follow_metadata(
     stop: CancellationToken,
 ) {
     let mut follower = MetadataFollower::new();
-    let mut connection: Option<Connection<BoxStream>> = None;
+    // The connection and the index of the controller it goes to.
+    let mut connection: Option<(usize, Connection<BoxStream>)> = None;
     let mut attempt = 0u32;
     let client_id = format!("keel-broker-{}-metadata", broker.node_id());
     loop {
         if stop.is_cancelled() {
             return;
         }
+        // Follow the controller the lifecycle found active: a standby cut off from the quorum
+        // (or a paused old leader) serves a log that no longer grows.
+        if connection
+            .as_ref()
+            .is_some_and(|(index, _)| *index != broker.controller().preferred())
+        {
+            connection = None;
+        }
         if connection.is_none() {
-            let connected = broker.controller().connect_as(&client_id).await.ok();
-            match connected.map(|(_, c)| c) {
-                Some(c) => {
+            match broker.controller().connect_as(&client_id).await {
+                Ok(c) => {
                     connection = Some(c);
                     attempt = 0;
                 }
-                None => {
+                Err(_) => {
                     tokio::select! {
                         biased;
                         () = stop.cancelled() => return,
@@ -573,11 +584,22 @@ async fn follow_metadata(
                 }
             }
         }
-        let conn = connection.as_mut().expect("connected above");
+        let (index, conn) = connection.as_mut().expect("connected above");
+        let index = *index;
+        // A controller that stops answering (paused, partitioned) must not hold the broker's
+        // metadata: the long poll plus a margin, then the next controller.
         let fetched = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            fetched = follower.fetch_once(conn, broker.node_id()) => fetched,
+            fetched = tokio::time::timeout(METADATA_FETCH_TIMEOUT, follower.fetch_once(conn, broker.node_id())) => match fetched {
+                Ok(fetched) => fetched,
+                Err(_) => {
+                    warn!(controller = index, "metadata fetch timed out; trying the next controller");
+                    broker.controller().demote(index);
+                    connection = None;
+                    continue;
+                }
+            },
         };
         match fetched {
             Ok(0) => {}
@@ -601,6 +623,7 @@ async fn follow_metadata(
             }
             Err(e) => {
                 warn!(error = %e, "metadata fetch failed; reconnecting");
+                broker.controller().demote(index);
                 connection = None;
             }
         }

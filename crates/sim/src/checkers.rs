@@ -101,6 +101,7 @@ impl Checker {
     pub fn check(&mut self, world: &World, oracle: &Oracle, full: bool) -> Vec<Violation> {
         let mut out = Vec::new();
         let brokers = world.brokers();
+        check_one_active_controller_per_epoch(world, &mut out);
         self.check_images(world, &brokers, &mut out);
         self.check_leaders(&brokers, &mut out);
         if let Some(image) = newest_image(world) {
@@ -474,6 +475,27 @@ fn check_agreement(image: &ClusterImage, brokers: &[(i32, Arc<Broker>)], out: &m
                     });
                 }
             }
+        }
+    }
+}
+
+/// KAFKA-532 / Raft: at most one running controller acts as the active controller in a given
+/// controller epoch (Raft term). A paused one may still believe it is active in an older epoch;
+/// it is not running, and it cannot commit anything: its quorum moved on.
+fn check_one_active_controller_per_epoch(world: &World, out: &mut Vec<Violation>) {
+    let mut by_epoch: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for (host, view) in world.quorum_views() {
+        if view.active {
+            by_epoch.entry(view.epoch).or_default().push(host);
+        }
+    }
+    for (epoch, hosts) in by_epoch {
+        if hosts.len() > 1 {
+            out.push(Violation {
+                property: "one active controller per epoch",
+                detail: format!("controllers {hosts:?} are all active in epoch {epoch}"),
+                durability: false,
+            });
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::scenario::{
     Tp,
 };
 use crate::sim::{partition_state, Sim, TopicPlan};
-use crate::world::{broker_host, Mode, World, WorldConfig, CONTROLLER_HOST};
+use crate::world::{broker_host, Mode, World, WorldConfig};
 
 /// The outcome of one scenario in one mode.
 #[derive(Debug, Clone)]
@@ -46,10 +46,28 @@ fn mode_of(m: ScenarioMode) -> Mode {
     }
 }
 
-fn host_of(node: &Node) -> String {
+/// The host a step's node names. `controller` is the active controller when the step runs
+/// (with one controller, the controller) — except for a step that wakes a node (`start`,
+/// `restart`, `resume`), where it is the controller an earlier step acted on if that one is
+/// down or paused: `pause controller` ... `resume controller` pause and resume the same host.
+fn host_of(world: &mut World, node: &Node, waking: bool) -> String {
     match node {
         Node::Broker(id) => broker_host(*id),
-        Node::Controller => CONTROLLER_HOST.to_string(),
+        Node::ControllerAt(i) => world.config.controller_host(*i),
+        Node::Controller => {
+            let acted_on = world.last_controller.clone().filter(|h| {
+                waking
+                    && world
+                        .host(h)
+                        .is_ok_and(|h| h.life != crate::world::Life::Running)
+            });
+            let host = acted_on
+                .or_else(|| world.active_controller())
+                .or_else(|| world.last_controller.clone())
+                .unwrap_or_else(|| world.config.controller_host(0));
+            world.last_controller = Some(host.clone());
+            host
+        }
     }
 }
 
@@ -140,6 +158,7 @@ pub fn holds(world: &World, cond: &Condition) -> Result<(), String> {
 /// Runs `scenario` in `mode` with `seed`.
 pub fn run(scenario: &Scenario, mode: Mode, seed: u64, verbose: bool) -> Outcome {
     let mut config = WorldConfig::new(seed, scenario.brokers, mode);
+    config.controllers = scenario.controllers;
     config.configs = scenario.configs.clone();
     let mut outcome = Outcome {
         scenario: scenario.name.clone(),
@@ -254,25 +273,38 @@ pub fn run(scenario: &Scenario, mode: Mode, seed: u64, verbose: bool) -> Outcome
 fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
     let err = |e: anyhow::Error| format!("{e:#}");
     match step {
-        Step::Start(node) => sim.world.start(&host_of(node)).map_err(err),
+        Step::Start(node) => {
+            let host = host_of(&mut sim.world, node, true);
+            sim.world.start(&host).map_err(err)
+        }
         Step::Crash {
             node,
             lose_unflushed,
             torn,
-        } => sim
-            .crash(&host_of(node), *lose_unflushed, *torn)
-            .map_err(err),
-        Step::Shutdown(node) => sim.shutdown(&host_of(node)).map_err(err),
+        } => {
+            let host = host_of(&mut sim.world, node, false);
+            sim.crash(&host, *lose_unflushed, *torn).map_err(err)
+        }
+        Step::Shutdown(node) => {
+            let host = host_of(&mut sim.world, node, false);
+            sim.shutdown(&host).map_err(err)
+        }
         Step::Restart(node) => {
-            let host = host_of(node);
+            let host = host_of(&mut sim.world, node, true);
             sim.shutdown(&host).map_err(err)?;
             sim.world.start(&host).map_err(err)
         }
         Step::Wipe(id) => sim.wipe(&broker_host(*id)).map_err(err),
-        Step::Pause(node) => sim.world.pause(&host_of(node)).map_err(err),
-        Step::Resume(node) => sim.world.resume(&host_of(node)).map_err(err),
+        Step::Pause(node) => {
+            let host = host_of(&mut sim.world, node, false);
+            sim.world.pause(&host).map_err(err)
+        }
+        Step::Resume(node) => {
+            let host = host_of(&mut sim.world, node, true);
+            sim.world.resume(&host).map_err(err)
+        }
         Step::Isolate(node) => {
-            let me = host_of(node);
+            let me = host_of(&mut sim.world, node, false);
             let others: Vec<String> = sim.world.hosts.keys().cloned().collect();
             for other in others {
                 sim.world.net.cut(&me, &other);
@@ -285,7 +317,11 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
         Step::Partition(a, b) => {
             for x in a {
                 for y in b {
-                    sim.world.net.cut(&host_of(x), &host_of(y));
+                    let (x, y) = (
+                        host_of(&mut sim.world, x, false),
+                        host_of(&mut sim.world, y, false),
+                    );
+                    sim.world.net.cut(&x, &y);
                 }
             }
             sim.world.trace.event(
@@ -301,10 +337,14 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
         }
         Step::Hold { from, to, api } => {
             let key = crate::scenario::api_key(api).ok_or_else(|| format!("unknown API {api}"))?;
-            sim.world.net.hold(&host_of(from), &host_of(to), key);
+            let (from, to) = (
+                host_of(&mut sim.world, from, false),
+                host_of(&mut sim.world, to, false),
+            );
+            sim.world.net.hold(&from, &to, key);
             sim.world.trace.event(
                 sim.world.now_us(),
-                format!("hold {api} requests {} -> {}", host_of(from), host_of(to)),
+                format!("hold {api} requests {from} -> {to}"),
             );
             Ok(())
         }
@@ -322,7 +362,8 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
                 .map_err(err)?
                 .net
                 .clone();
-            let addr = format!("{CONTROLLER_HOST}:{}", crate::world::CONTROLLER_PORT);
+            let controller = host_of(&mut sim.world, &Node::Controller, false);
+            let addr = format!("{controller}:{}", crate::world::CONTROLLER_PORT);
             let tp2 = tp_of(tp);
             let unclean = *unclean;
             let answer = sim

@@ -45,8 +45,11 @@ pub const DEFAULT_WITHIN: Duration = Duration::from_secs(30);
 pub enum Node {
     /// Broker `n` (`1..=brokers`), written `n`.
     Broker(NodeId),
-    /// The controller, written `controller`.
+    /// The active controller when the step runs (with one controller: the controller),
+    /// written `controller`.
     Controller,
+    /// Controller `i` of the quorum (`0..controllers`), written `controller-<i>`.
+    ControllerAt(u32),
 }
 
 /// A topic partition, written `topic/partition` (e.g. `t/0`).
@@ -108,6 +111,8 @@ pub struct Scenario {
     pub description: Vec<String>,
     /// `brokers <n>`: the brokers are `1..=brokers`.
     pub brokers: u32,
+    /// `controllers <n>` (1, 3 or 5; default 1): the controller quorum.
+    pub controllers: u32,
     /// `config <key>=<value>...`: cluster configs, in file order.
     pub configs: Vec<(String, String)>,
     /// `topic ...`: the topics that exist before the first step, in file order.
@@ -444,7 +449,7 @@ pub fn parse(text: &str) -> Result<Scenario, ParseError> {
 
 type Res<T> = Result<T, String>;
 
-const HEADER_DIRECTIVES: [&str; 5] = ["name", "brokers", "config", "topic", "modes"];
+const HEADER_DIRECTIVES: [&str; 6] = ["name", "brokers", "controllers", "config", "topic", "modes"];
 const CONDITIONS: &str = "leader, isr, elr, last-known-elr, leader-epoch, fenced, unfenced, ready";
 const TOPIC_USAGE: &str = "topic <name> partitions=<n> replication-factor=<n> \
                            [replicas=<ids>[;<ids>...]] [config.<key>=<value>...]";
@@ -454,6 +459,7 @@ struct Parser {
     description: Vec<String>,
     name: Option<String>,
     brokers: Option<u32>,
+    controllers: Option<u32>,
     configs: Vec<(String, String)>,
     topics: Vec<TopicSpec>,
     modes: Option<Vec<Mode>>,
@@ -513,6 +519,7 @@ impl Parser {
             name,
             description: self.description,
             brokers,
+            controllers: self.controllers.unwrap_or(1),
             configs: self.configs,
             topics: self.topics,
             modes: self.modes.unwrap_or_else(|| Mode::ALL.to_vec()),
@@ -552,6 +559,24 @@ impl Parser {
                     ));
                 }
                 self.brokers = Some(count);
+            }
+            "controllers" => {
+                if self.controllers.is_some() {
+                    return Err("duplicate `controllers`".to_string());
+                }
+                if !self.steps.is_empty() || self.brokers.is_none() {
+                    return Err("`controllers` must come after `brokers`".to_string());
+                }
+                let [count] = args else {
+                    return Err(arity(args, 1, "controllers <n>"));
+                };
+                let count: u32 = parse_uint(count, "the controller count")?;
+                if ![1, 3, 5].contains(&count) {
+                    return Err(format!(
+                        "controller count {count}: a quorum has 1, 3 or 5 controllers"
+                    ));
+                }
+                self.controllers = Some(count);
             }
             "config" => {
                 if args.is_empty() {
@@ -1053,6 +1078,20 @@ impl Parser {
     fn node(&self, word: &str) -> Res<Node> {
         if word == "controller" {
             Ok(Node::Controller)
+        } else if let Some(index) = word.strip_prefix("controller-") {
+            let controllers = self.controllers.unwrap_or(1);
+            index
+                .parse::<u32>()
+                .ok()
+                .filter(|i| *i < controllers)
+                .map(Node::ControllerAt)
+                .ok_or_else(|| {
+                    format!(
+                        "`{word}` out of range: the controllers are controller-0..controller-{} \
+                         (see `controllers`)",
+                        controllers - 1
+                    )
+                })
         } else {
             self.broker(word).map(Node::Broker)
         }
@@ -1318,6 +1357,7 @@ impl fmt::Display for Node {
         match self {
             Node::Broker(id) => write!(f, "{id}"),
             Node::Controller => f.write_str("controller"),
+            Node::ControllerAt(i) => write!(f, "controller-{i}"),
         }
     }
 }
@@ -1497,6 +1537,9 @@ impl fmt::Display for Scenario {
         }
         writeln!(f, "name {}", self.name)?;
         writeln!(f, "brokers {}", self.brokers)?;
+        if self.controllers != 1 {
+            writeln!(f, "controllers {}", self.controllers)?;
+        }
         for (key, value) in &self.configs {
             writeln!(f, "config {key}={value}")?;
         }
@@ -1678,6 +1721,44 @@ mod tests {
             }
         );
     }
+
+    // Shows: `controllers` sets the quorum (1, 3 or 5; after `brokers`), `controller-<i>` names
+    // one controller in range, and the text form round-trips.
+    #[test]
+    fn controller_quorum() {
+        let s = parse(
+            "name q\nbrokers 3\ncontrollers 3\ntopic t partitions=1 replication-factor=3\n\
+             pause controller\nresume controller\ncrash controller-2\nstart controller-2\n",
+        )
+        .unwrap();
+        assert_eq!(s.controllers, 3);
+        assert_eq!(
+            s.steps[2].item,
+            Step::Crash {
+                node: Node::ControllerAt(2),
+                lose_unflushed: false,
+                torn: false,
+            }
+        );
+        let again = parse(&s.to_string()).unwrap();
+        assert_eq!(again.controllers, 3);
+        let items = |s: &Scenario| s.steps.iter().map(|l| l.item.clone()).collect::<Vec<_>>();
+        assert_eq!(items(&again), items(&s));
+        assert_eq!(parse(HEADER_WITH_HEAL).unwrap().controllers, 1);
+        header_err("name q\nbrokers 3\ncontrollers 2\nheal\n", 3, "1, 3 or 5");
+        header_err(
+            "name q\ncontrollers 3\nbrokers 3\nheal\n",
+            2,
+            "after `brokers`",
+        );
+        header_err(
+            "name q\nbrokers 3\ncontrollers 3\nstart controller-3\n",
+            4,
+            "out of range",
+        );
+    }
+
+    const HEADER_WITH_HEAL: &str = "name q\nbrokers 3\nheal\n";
 
     #[test]
     fn crash_flags() {

@@ -17,7 +17,7 @@ use rand::{Rng, SeedableRng};
 use crate::checkers::newest_image;
 use crate::net::Latency;
 use crate::sim::{partition_state, Sim, TopicPlan};
-use crate::world::{broker_host, Life, Mode, WorldConfig, CONTROLLER_HOST};
+use crate::world::{broker_host, HostKind, Life, Mode, WorldConfig};
 
 /// The topic every search run uses.
 const TOPIC: &str = "search";
@@ -45,6 +45,8 @@ pub struct Swarm {
     pub strategy: &'static str,
     pub latency: Latency,
     pub fsync_latency: Duration,
+    /// Controllers in the quorum (1 or 3).
+    pub controllers: u32,
 }
 
 impl Swarm {
@@ -73,6 +75,8 @@ impl Swarm {
                 }
             },
             fsync_latency: Duration::from_micros(rng.gen_range(0..8_000)),
+            // Drawn last, so the draws above stay what they were before the quorum.
+            controllers: if rng.gen_bool(0.5) { 3 } else { 1 },
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -108,7 +112,7 @@ impl fmt::Display for Swarm {
         }
         write!(
             f,
-            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us, fsync {}us",
+            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us, fsync {}us, {} controller{}",
             kinds.join(" "),
             self.fault_gap.as_millis(),
             self.acks_all_share * 100.0,
@@ -116,7 +120,9 @@ impl fmt::Display for Swarm {
             self.strategy,
             self.latency.min_us,
             self.latency.max_us,
-            self.fsync_latency.as_micros()
+            self.fsync_latency.as_micros(),
+            self.controllers,
+            if self.controllers == 1 { "" } else { "s" }
         )
     }
 }
@@ -174,6 +180,7 @@ fn run_seed_inner(
     let mut config = WorldConfig::new(seed, BROKERS, Mode::Keel);
     config.latency = swarm.latency;
     config.fsync_latency = swarm.fsync_latency;
+    config.controllers = swarm.controllers;
     config.configs = vec![
         ("min.insync.replicas".into(), "2".into()),
         ("unclean.recovery.strategy".into(), swarm.strategy.into()),
@@ -403,7 +410,7 @@ fn inject(
         .hosts
         .values()
         .filter(|h| h.life == Life::Running && h.name != "client")
-        .filter(|h| swarm.controller_faults || h.name != CONTROLLER_HOST)
+        .filter(|h| swarm.controller_faults || !matches!(h.kind, HostKind::Controller(_)))
         .map(|h| h.name.clone())
         .collect();
     if running.is_empty() {

@@ -99,6 +99,7 @@ impl Sim {
         let client = self.world.host(CLIENT_HOST)?;
         client.spawn(crate::world::observe_metadata(
             client.net.clone(),
+            self.world.config.controller_hosts(),
             self.world.observed.clone(),
         ));
         let ids = self.world.broker_ids();

@@ -28,12 +28,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use keel_node::controller_server::state::QuorumView;
+
 use crate::net::{Latency, NetCore, Severance, SimNetwork};
 use crate::trace::Trace;
 
-/// The controller's node id (brokers are 1..=N).
+/// The first controller's node id (brokers are 1..=N; further controllers are 101, 102, ...).
 pub const CONTROLLER_ID: i32 = 0;
-/// The controller host's name.
+/// The controller host's name in a world with one controller (with more: `controller-<i>`).
 pub const CONTROLLER_HOST: &str = "controller";
 /// The client host's name.
 pub const CLIENT_HOST: &str = "client";
@@ -77,6 +79,8 @@ pub struct WorldConfig {
     pub latency: Latency,
     /// How long each fsync (of a file or a directory) blocks the host.
     pub fsync_latency: Duration,
+    /// Controllers in the Raft quorum (1, 3 or 5).
+    pub controllers: u32,
 }
 
 impl WorldConfig {
@@ -89,14 +93,56 @@ impl WorldConfig {
             tick: Duration::from_millis(1),
             latency: Latency::default(),
             fsync_latency: Duration::from_millis(1),
+            controllers: 1,
         }
+    }
+
+    /// The host name of controller `index`.
+    pub fn controller_host(&self, index: u32) -> String {
+        if self.controllers <= 1 {
+            CONTROLLER_HOST.to_string()
+        } else {
+            format!("{CONTROLLER_HOST}-{index}")
+        }
+    }
+
+    /// Every controller's host name, in index order.
+    pub fn controller_hosts(&self) -> Vec<String> {
+        (0..self.controllers.max(1))
+            .map(|i| self.controller_host(i))
+            .collect()
+    }
+
+    /// `controller.quorum.voters` of this world.
+    fn voters(&self) -> String {
+        (0..self.controllers.max(1))
+            .map(|i| {
+                format!(
+                    "{}@{}:{CONTROLLER_PORT}",
+                    controller_id(i),
+                    self.controller_host(i)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The node id of controller `index`: 0 for the first (as with one controller), 100 + index
+/// for the others (clear of the broker ids 1..=9).
+pub fn controller_id(index: u32) -> i32 {
+    if index == 0 {
+        CONTROLLER_ID
+    } else {
+        100 + i32::try_from(index).unwrap_or(0)
     }
 }
 
 /// A host: a machine (disk, network view, clock) and the process on it, if running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum HostKind {
-    Controller,
+    /// Controller `index` (see [`controller_id`]).
+    Controller(u32),
     Broker(i32),
     Client,
 }
@@ -147,6 +193,8 @@ pub struct Host {
     pub ready: Arc<AtomicBool>,
     /// How the last process run ended, once it ended by itself.
     pub exit: Option<String>,
+    /// A controller's view of the quorum (set when it starts serving).
+    pub view: Arc<Mutex<Option<tokio::sync::watch::Receiver<QuorumView>>>>,
     /// fsync latency owed by the process (see `disk.rs`); turned into blocked time.
     io_debt_us: Arc<std::sync::atomic::AtomicU64>,
     /// The process is blocked in fsync until this world time.
@@ -211,6 +259,10 @@ pub struct World {
     /// The controller's metadata as an observer on the client host last fetched it (it sees
     /// the metadata even while every broker is down).
     pub observed: Arc<Mutex<Option<Arc<keel_controller::image::ClusterImage>>>>,
+    /// The controller host a scenario step named `controller` last resolved to.
+    pub last_controller: Option<String>,
+    /// The active controller (host, epoch) last written to the trace.
+    traced_active: Option<(String, i32)>,
     /// Print every delivery (`KEEL_SIM_DELIVERIES` set): to find where two runs diverge.
     debug_deliveries: bool,
 }
@@ -231,9 +283,14 @@ impl World {
             step: 0,
             trace,
             observed: Arc::new(Mutex::new(None)),
+            last_controller: None,
+            traced_active: None,
             debug_deliveries: std::env::var_os("KEEL_SIM_DELIVERIES").is_some(),
         };
-        world.add_host(CONTROLLER_HOST.to_string(), HostKind::Controller)?;
+        for index in 0..world.config.controllers.max(1) {
+            let name = world.config.controller_host(index);
+            world.add_host(name, HostKind::Controller(index))?;
+        }
         for id in 1..=i32::try_from(world.config.brokers)? {
             world.add_host(broker_host(id), HostKind::Broker(id))?;
         }
@@ -257,6 +314,7 @@ impl World {
             broker: Arc::new(Mutex::new(None)),
             ready: Arc::new(AtomicBool::new(false)),
             exit: None,
+            view: Arc::new(Mutex::new(None)),
             io_debt_us: Arc::new(std::sync::atomic::AtomicU64::new(0)),
             blocked_until_us: 0,
             synced_us: 0,
@@ -272,12 +330,12 @@ impl World {
         let host = self.host(name)?;
         let storage: Arc<dyn Storage> = host.storage.clone();
         match host.kind {
-            HostKind::Controller => {
+            HostKind::Controller(index) => {
                 LogDir::format(
                     storage,
                     Path::new(METADATA_DIR),
                     &cluster_id,
-                    CONTROLLER_ID,
+                    controller_id(index),
                     dir_id,
                 )?;
             }
@@ -350,10 +408,7 @@ impl World {
             "listeners".into(),
             format!("PLAINTEXT://{}:{BROKER_PORT}", broker_host(id)),
         );
-        props.insert(
-            "controller.quorum.voters".into(),
-            format!("{CONTROLLER_ID}@{CONTROLLER_HOST}:{CONTROLLER_PORT}"),
-        );
+        props.insert("controller.quorum.voters".into(), self.config.voters());
         props.insert("controller.listener.names".into(), "CONTROLLER".into());
         props.insert("default.replication.factor".into(), "3".into());
         // Simulated records carry simulated timestamps: keep retention out of the way.
@@ -364,14 +419,18 @@ impl World {
         Ok(BrokerConfig::from_properties(&props)?)
     }
 
-    fn controller_config(&self) -> anyhow::Result<ControllerServerConfig> {
+    fn controller_config(&self, index: u32) -> anyhow::Result<ControllerServerConfig> {
         let mut props = BTreeMap::new();
-        props.insert("node.id".into(), CONTROLLER_ID.to_string());
+        props.insert("node.id".into(), controller_id(index).to_string());
         props.insert("process.roles".into(), "controller".into());
         props.insert(
             "listeners".into(),
-            format!("CONTROLLER://{CONTROLLER_HOST}:{CONTROLLER_PORT}"),
+            format!(
+                "CONTROLLER://{}:{CONTROLLER_PORT}",
+                self.config.controller_host(index)
+            ),
         );
+        props.insert("controller.quorum.voters".into(), self.config.voters());
         props.insert("controller.listener.names".into(), "CONTROLLER".into());
         props.insert("metadata.log.dir".into(), METADATA_DIR.into());
         props.insert("default.replication.factor".into(), "3".into());
@@ -382,6 +441,37 @@ impl World {
             props.insert("eligible.leader.replicas.enable".into(), "false".into());
         }
         Ok(ControllerServerConfig::from_properties(&props)?)
+    }
+
+    /// Each running (not paused) controller's view of the quorum: (host, view).
+    pub fn quorum_views(&self) -> Vec<(String, QuorumView)> {
+        self.config
+            .controller_hosts()
+            .into_iter()
+            .filter_map(|name| {
+                let host = self.hosts.get(&name)?;
+                if host.life != Life::Running {
+                    return None;
+                }
+                let view = *host
+                    .view
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()?
+                    .borrow();
+                Some((name, view))
+            })
+            .collect()
+    }
+
+    /// The controller acting now: among the running controllers that say they are active, the
+    /// one in the highest epoch. `None` between an active controller's loss and the next.
+    pub fn active_controller(&self) -> Option<String> {
+        self.quorum_views()
+            .into_iter()
+            .filter(|(_, v)| v.active)
+            .max_by_key(|(_, v)| v.epoch)
+            .map(|(name, _)| name)
     }
 
     /// Starts the process on a host that is down.
@@ -405,7 +495,7 @@ impl World {
             _ => None,
         };
         let controller_config = match kind {
-            HostKind::Controller => Some(self.controller_config()?),
+            HostKind::Controller(index) => Some(self.controller_config(index)?),
             _ => None,
         };
         self.net.host_up(name);
@@ -457,16 +547,18 @@ impl World {
                     tracing::info_span!("node", host = %name),
                 )))
             }
-            HostKind::Controller => {
+            HostKind::Controller(_) => {
                 let config = controller_config.expect("controller config built above");
-                let listener = network.bind(&format!("{CONTROLLER_HOST}:{CONTROLLER_PORT}"));
+                let listener = network.bind(&format!("{name}:{CONTROLLER_PORT}"));
                 let endpoint = config.listener.clone();
                 let ready = host.ready.clone();
+                let view_slot = host.view.clone();
+                *view_slot.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 let network: Arc<dyn Network> = Arc::new(network);
                 let span = tracing::info_span!("node", host = %name);
                 Some(runtime.spawn(tracing::Instrument::instrument(
                     async move {
-                        controller_server::serve(
+                        controller_server::serve_observed(
                             config,
                             MetadataDir::Own,
                             storage,
@@ -475,6 +567,9 @@ impl World {
                             listener,
                             endpoint,
                             stop,
+                            move |view| {
+                                *view_slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(view);
+                            },
                             move || ready.store(true, Ordering::SeqCst),
                         )
                         .await
@@ -499,16 +594,13 @@ impl World {
     /// Starts every host.
     pub fn start_all(&mut self) -> anyhow::Result<()> {
         let names: Vec<String> = self.hosts.keys().cloned().collect();
-        // The controller first, then the brokers, then the client.
-        let mut order: Vec<String> = names
-            .iter()
-            .filter(|n| *n == CONTROLLER_HOST)
-            .cloned()
-            .collect();
+        // The controllers first, then the brokers, then the client.
+        let controllers = self.config.controller_hosts();
+        let mut order = controllers.clone();
         order.extend(
             names
                 .iter()
-                .filter(|n| *n != CONTROLLER_HOST && *n != CLIENT_HOST)
+                .filter(|n| !controllers.contains(n) && *n != CLIENT_HOST)
                 .cloned(),
         );
         order.push(CLIENT_HOST.to_string());
@@ -694,6 +786,22 @@ impl World {
                 host.exit = Some(outcome);
             }
         }
+        let active = self.active_controller().map(|host| {
+            let epoch = self
+                .quorum_views()
+                .into_iter()
+                .find(|(h, _)| *h == host)
+                .map_or(-1, |(_, v)| v.epoch);
+            (host, epoch)
+        });
+        if active != self.traced_active {
+            let text = match &active {
+                Some((host, epoch)) => format!("active controller: {host} (epoch {epoch})"),
+                None => "no active controller".to_string(),
+            };
+            self.trace.event(self.now_us, text);
+            self.traced_active = active;
+        }
         Ok(())
     }
 }
@@ -702,11 +810,18 @@ impl World {
 /// publishes each image to `slot`; reconnects whenever the controller is unreachable.
 pub async fn observe_metadata(
     net: SimNetwork,
+    controllers: Vec<String>,
     slot: Arc<Mutex<Option<Arc<keel_controller::image::ClusterImage>>>>,
 ) {
     use keel_node::cluster::follower::MetadataFollower;
-    let addr = format!("{CONTROLLER_HOST}:{CONTROLLER_PORT}");
+    let mut next = 0usize;
     loop {
+        // Any controller serves the committed log; move on to the next after a failure.
+        let addr = format!(
+            "{}:{CONTROLLER_PORT}",
+            controllers[next % controllers.len()]
+        );
+        next += 1;
         let connected =
             keel_node::client::Connection::connect(&net, &addr, "keel-sim-observer").await;
         let Ok(mut connection) = connected else {

@@ -21,8 +21,9 @@ use tokio::sync::Mutex;
 use crate::client::{ClientError, Connection};
 use crate::net::{BoxStream, Network};
 
-/// How long one controller call may take before the connection is dropped.
-pub const CONTROLLER_CALL_TIMEOUT_MS: u64 = 30_000;
+/// How long one controller call may take before the connection is dropped (the controller
+/// answers within its commit timeout, 5 s, or says NOT_CONTROLLER).
+pub const CONTROLLER_CALL_TIMEOUT_MS: u64 = 10_000;
 
 /// The broker-to-controller request channel.
 pub struct ControllerChannel {
@@ -108,7 +109,8 @@ impl ControllerChannel {
         }
     }
 
-    fn preferred(&self) -> usize {
+    /// The index of the voter tried first.
+    pub fn preferred(&self) -> usize {
         self.preferred.lock().map(|p| *p).unwrap_or(0)
     }
 
@@ -190,6 +192,13 @@ impl ControllerChannel {
         let mut answer = None;
         // Once per voter: a NOT_CONTROLLER answer moves on to the next one.
         for _ in 0..self.voters.len().max(1) {
+            // Another channel found the active controller elsewhere: follow it.
+            if slot
+                .as_ref()
+                .is_some_and(|(index, _)| *index != self.preferred())
+            {
+                *slot = None;
+            }
             if slot.is_none() {
                 *slot = Some(self.connect_as(&self.client_id).await?);
             }

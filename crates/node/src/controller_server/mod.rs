@@ -183,6 +183,37 @@ pub async fn serve<L: crate::net::Listener>(
     shutdown: CancellationToken,
     on_ready: impl FnOnce(),
 ) -> Result<(), ControllerServerError> {
+    serve_observed(
+        config,
+        dir,
+        storage,
+        clock,
+        network,
+        listener,
+        endpoint,
+        shutdown,
+        |_| {},
+        on_ready,
+    )
+    .await
+}
+
+/// [`serve`], with `on_view` given a receiver of this controller's view of the quorum (leader,
+/// epoch, whether it is the active controller) before it serves — for an observer such as the
+/// simulator's checkers.
+#[allow(clippy::too_many_arguments)]
+pub async fn serve_observed<L: crate::net::Listener>(
+    config: ControllerServerConfig,
+    dir: MetadataDir,
+    storage: Arc<dyn Storage>,
+    clock: Arc<dyn Clock>,
+    network: Arc<dyn crate::net::Network>,
+    listener: L,
+    endpoint: Listener,
+    shutdown: CancellationToken,
+    on_view: impl FnOnce(tokio::sync::watch::Receiver<state::QuorumView>),
+    on_ready: impl FnOnce(),
+) -> Result<(), ControllerServerError> {
     let dir_error = |source| ControllerServerError::Dir {
         path: config.metadata_log_dir.display().to_string(),
         source,
@@ -226,6 +257,7 @@ pub async fn serve<L: crate::net::Listener>(
     };
     let commit_timeout = COMMIT_TIMEOUT.max(2 * timing.rpc_timeout());
     let (handle, events, view) = state::channels(machine.clone(), commit_timeout);
+    on_view(view.subscribe());
     let (commands_tx, commands_rx) = tokio::sync::mpsc::unbounded_channel();
     let controller_state = state::ControllerState::new(
         raft.clone(),

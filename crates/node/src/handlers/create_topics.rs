@@ -67,16 +67,17 @@ pub async fn handle(
             }
         }
     };
-    let created: Vec<TopicId> = forwarded
+    // By name: responses before v7 carry no topic id.
+    let created: Vec<String> = forwarded
         .topics
         .iter()
         .filter(|t| t.error_code == 0 && !request.validate_only)
-        .map(|t| TopicId(t.topic_id))
+        .map(|t| t.name.to_string())
         .collect();
     if !created.is_empty() {
         broker
             .await_image(METADATA_WAIT_MS, |image| {
-                created.iter().all(|id| image.topic(*id).is_some())
+                created.iter().all(|name| image.topic_id(name).is_some())
             })
             .await;
     }
