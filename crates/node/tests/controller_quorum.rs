@@ -91,6 +91,10 @@ impl Quorum {
     }
 
     fn start(&self, id: i32) -> Controller {
+        self.start_with(id, &[])
+    }
+
+    fn start_with(&self, id: i32, extra: &[(&str, &str)]) -> Controller {
         let index = (id - 1) as usize;
         let addr = self.addrs[index].clone();
         let props: BTreeMap<String, String> = [
@@ -106,6 +110,7 @@ impl Quorum {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
+        .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
         let config = ControllerServerConfig::from_properties(&props).unwrap();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -192,12 +197,22 @@ fn metadata_fetch(from: i64) -> FetchRequest {
 
 /// Every applied record of controller `id` and the (leader, epoch) it reports.
 async fn records_of(quorum: &Quorum, id: i32) -> Option<(Vec<(MetadataOffset, Record)>, i32, i32)> {
+    records_from(quorum, id, 0).await
+}
+
+/// The applied records of controller `id` from offset `start` on, and the (leader, epoch) it
+/// reports.
+async fn records_from(
+    quorum: &Quorum,
+    id: i32,
+    start: i64,
+) -> Option<(Vec<(MetadataOffset, Record)>, i32, i32)> {
     let mut conn = quorum.connect(id).await?;
     let mut records = Vec::new();
     loop {
         let from = records
             .last()
-            .map_or(0, |(o, _): &(MetadataOffset, Record)| o.0 + 1);
+            .map_or(start, |(o, _): &(MetadataOffset, Record)| o.0 + 1);
         let response: FetchResponse = conn
             .call_version(ApiKey::Fetch, 12, &metadata_fetch(from))
             .await
@@ -365,5 +380,107 @@ fn a_three_controller_quorum_survives_the_loss_of_its_leader() {
         // The crashed controller comes back as a standby and catches up.
         controllers.push(quorum.start(active));
         converge(&quorum, &[1, 2, 3], &after).await;
+    });
+}
+
+/// The applied log's start offset and high watermark of controller `id`.
+async fn log_range(quorum: &Quorum, id: i32) -> Option<(i64, i64)> {
+    let mut conn = quorum.connect(id).await?;
+    let response: FetchResponse = conn
+        .call_version(ApiKey::Fetch, 12, &metadata_fetch(i64::MAX / 2))
+        .await
+        .ok()?;
+    let partition = &response.responses[0].partitions[0];
+    Some((partition.log_start_offset, partition.high_watermark))
+}
+
+// Shows (issue 6, snapshots): with a snapshot every 4 Raft entries, a controller that was down
+// while the others wrote and purged their Raft logs catches up from the leader's snapshot plus
+// the entries after it — its applied log then starts at the snapshot's end and holds the same
+// records from there — and the quorum keeps working when the leader then crashes.
+#[test]
+fn a_controller_behind_the_purged_log_catches_up_from_a_snapshot() {
+    let quorum = Quorum::new();
+    let small = [("keel.metadata.snapshot.interval.entries", "4")];
+    let mut controllers: Vec<Controller> =
+        (1..=3).map(|id| quorum.start_with(id, &small)).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let register = |broker: i32, live: Vec<i32>| {
+            let quorum = &quorum;
+            async move {
+                call_active(
+                    quorum,
+                    &live,
+                    ApiKey::BrokerRegistration,
+                    4,
+                    &registration(broker),
+                    |r: &BrokerRegistrationResponse| r.error_code,
+                    Duration::from_secs(20),
+                )
+                .await
+            }
+        };
+        let (active, code) = register(1, vec![1, 2, 3]).await;
+        assert_eq!(code, 0);
+        let lagging = if active == 3 { 2 } else { 3 };
+        let position = controllers.iter().position(|c| c.id == lagging).unwrap();
+        controllers.remove(position).crash();
+        let live: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != lagging).collect();
+        for broker in 2..=40 {
+            let (_, code) = register(broker, live.clone()).await;
+            assert_eq!(code, 0, "registration of broker {broker}");
+        }
+        let (records, _, _) = records_of(&quorum, active).await.unwrap();
+        controllers.push(quorum.start_with(lagging, &small));
+
+        // The lagging controller installs a snapshot: its applied log starts after 0, ends
+        // where the leader's does, and holds the leader's records from its start.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (start, end) = loop {
+            if let Some((start, end)) = log_range(&quorum, lagging).await {
+                if end >= records.len() as i64 {
+                    break (start, end);
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "controller {lagging} did not catch up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(end, records.len() as i64);
+        assert!(
+            start > 0,
+            "controller {lagging} caught up from a snapshot (log start {start})"
+        );
+        let (tail, _, _) = records_from(&quorum, lagging, start).await.unwrap();
+        assert_eq!(&tail[..], &records[start as usize..]);
+
+        // The leader crashes: the two others (one restored from a snapshot) carry on.
+        let position = controllers.iter().position(|c| c.id == active).unwrap();
+        controllers.remove(position).crash();
+        let survivors: Vec<i32> = [1, 2, 3].into_iter().filter(|id| *id != active).collect();
+        let (successor, code) = register(41, survivors.clone()).await;
+        assert_eq!(code, 0);
+        assert!(survivors.contains(&successor));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let ends: Vec<i64> = {
+                let mut ends = Vec::new();
+                for id in &survivors {
+                    ends.push(log_range(&quorum, *id).await.map_or(-1, |(_, e)| e));
+                }
+                ends
+            };
+            if ends.iter().all(|e| *e == records.len() as i64 + 1) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "survivors at {ends:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     });
 }

@@ -56,6 +56,10 @@ pub const CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS: &str = "controller.quorum.elect
 /// Kafka's default for `controller.quorum.election.timeout.ms`.
 pub const DEFAULT_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS: u64 = 1_000;
 
+/// `keel.metadata.snapshot.interval.entries`: Raft entries between two snapshots of the
+/// metadata state (Keel's; Kafka counts bytes, `metadata.log.max.record.bytes.between.snapshots`).
+pub const SNAPSHOT_INTERVAL_ENTRIES: &str = "keel.metadata.snapshot.interval.entries";
+
 /// The controller role's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControllerServerConfig {
@@ -72,6 +76,8 @@ pub struct ControllerServerConfig {
     pub quorum_voters: Vec<(i32, String)>,
     /// `controller.quorum.election.timeout.ms`.
     pub election_timeout_ms: u64,
+    /// `keel.metadata.snapshot.interval.entries`.
+    pub snapshot_interval_entries: u64,
     /// `broker.session.timeout.ms`.
     pub broker_session_timeout_ms: u64,
     /// `broker.heartbeat.interval.ms`.
@@ -243,6 +249,12 @@ impl ControllerServerConfig {
                 CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS,
                 DEFAULT_CONTROLLER_QUORUM_ELECTION_TIMEOUT_MS,
                 |v| *v >= 50,
+            )?,
+            snapshot_interval_entries: parse(
+                props,
+                SNAPSHOT_INTERVAL_ENTRIES,
+                crate::raft::SNAPSHOT_INTERVAL_ENTRIES,
+                |v| *v >= 1,
             )?,
             broker_session_timeout_ms: parse(
                 props,

@@ -254,6 +254,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
 
     let timing = QuorumTiming {
         election_timeout_ms: config.election_timeout_ms,
+        snapshot_interval_entries: config.snapshot_interval_entries,
     };
     let commit_timeout = COMMIT_TIMEOUT.max(2 * timing.rpc_timeout());
     let (handle, events, view) = state::channels(machine.clone(), commit_timeout);
@@ -360,6 +361,7 @@ async fn start_raft(
     let rank = voters.keys().position(|id| *id == me).unwrap_or(0);
     let timing = QuorumTiming {
         election_timeout_ms: config.election_timeout_ms,
+        snapshot_interval_entries: config.snapshot_interval_entries,
     };
     let raft_config = timing
         .openraft_config(rank)

@@ -393,20 +393,26 @@ impl RaftLogStorage<KeelRaft> for LogStore {
                     return Err(e);
                 }
                 let now_ms = inner.now_ms();
-                let new_start = Offset(
-                    i64::try_from(log_id.index + 1)
-                        .unwrap_or(i64::MAX)
-                        .min(inner.log.log_end_offset().0),
-                );
-                inner
-                    .log
-                    .increment_log_start_offset(new_start)
-                    .map_err(|e| io_error("purge the Raft log", e))?;
-                let end = inner.log.log_end_offset();
-                inner
-                    .log
-                    .apply_retention(now_ms, end)
-                    .map_err(|e| io_error("purge the Raft log", e))?;
+                let new_start = Offset(i64::try_from(log_id.index + 1).unwrap_or(i64::MAX));
+                if new_start > inner.log.log_end_offset() {
+                    // Past the end: a snapshot from the leader covers more than this log holds
+                    // (openraft purges up to the installed snapshot). The log restarts empty
+                    // after it.
+                    inner
+                        .log
+                        .truncate_fully_and_start_at(new_start)
+                        .map_err(|e| io_error("purge the Raft log", e))?;
+                } else {
+                    inner
+                        .log
+                        .increment_log_start_offset(new_start)
+                        .map_err(|e| io_error("purge the Raft log", e))?;
+                    let end = inner.log.log_end_offset();
+                    inner
+                        .log
+                        .apply_retention(now_ms, end)
+                        .map_err(|e| io_error("purge the Raft log", e))?;
+                }
                 if inner.last_log_id.is_none_or(|l| l.index < log_id.index) {
                     inner.last_log_id = Some(log_id);
                 }
@@ -479,6 +485,20 @@ mod tests {
             assert_eq!(entries, vec![entry(1, 2), entry(2, 3)]);
             // The hint (index 4) points past the truncated log: ignored.
             assert_eq!(store.read_committed().await.unwrap(), None);
+
+            // A purge past the end (an installed snapshot) leaves an empty log after it; the
+            // next append continues there, also after a crash.
+            store.purge(entry(3, 9).log_id).await.unwrap();
+            store.lock().append(&[entry(3, 10)]).unwrap();
+            storage.crash();
+            let mut store = open(&storage);
+            let state = store.get_log_state().await.unwrap();
+            assert_eq!(state.last_purged_log_id, Some(entry(3, 9).log_id));
+            assert_eq!(state.last_log_id, Some(entry(3, 10).log_id));
+            assert_eq!(
+                store.try_get_log_entries(10..11).await.unwrap(),
+                vec![entry(3, 10)]
+            );
         });
     }
 }

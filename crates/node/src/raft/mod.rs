@@ -87,9 +87,11 @@ pub fn controller_epoch(term: u64) -> i32 {
 
 /// Timing of the quorum. `election_timeout_ms` is `controller.quorum.election.timeout.ms`;
 /// the heartbeat (and so the AppendEntries timeout, which openraft ties to it) is a tenth.
+/// `snapshot_interval_entries` is `keel.metadata.snapshot.interval.entries`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuorumTiming {
     pub election_timeout_ms: u64,
+    pub snapshot_interval_entries: u64,
 }
 
 impl QuorumTiming {
@@ -117,9 +119,13 @@ impl QuorumTiming {
             // Votes get the election timeout; snapshots are one RPC carrying the whole image.
             install_snapshot_timeout: self.election_timeout_ms,
             max_payload_entries: 300,
-            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(SNAPSHOT_INTERVAL_ENTRIES),
-            max_in_snapshot_log_to_keep: LOG_KEPT_AFTER_SNAPSHOT,
-            purge_batch_size: 64,
+            snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(
+                self.snapshot_interval_entries.max(1),
+            ),
+            // A quarter of the interval stays below a snapshot, so a briefly lagging voter
+            // catches up from the log instead of a whole snapshot.
+            max_in_snapshot_log_to_keep: self.snapshot_interval_entries / 4,
+            purge_batch_size: (self.snapshot_interval_entries / 4).clamp(1, 64),
             ..Default::default()
         };
         config.validate().map(Arc::new).map_err(|e| e.to_string())
@@ -131,7 +137,6 @@ impl QuorumTiming {
     }
 }
 
-/// Raft entries between two snapshots of the metadata state.
+/// Raft entries between two snapshots of the metadata state (the default of
+/// `keel.metadata.snapshot.interval.entries`).
 pub const SNAPSHOT_INTERVAL_ENTRIES: u64 = 2_000;
-/// Raft entries kept below a snapshot (so a briefly lagging voter catches up from the log).
-pub const LOG_KEPT_AFTER_SNAPSHOT: u64 = 500;
