@@ -45,6 +45,9 @@ pub const CONTROLLER_PORT: u16 = 9093;
 const BROKER_PORT: u16 = 9092;
 /// Wall-clock time at the start of every run (2026-01-01T00:00:00Z), in milliseconds.
 const EPOCH_MS: i64 = 1_767_225_600_000;
+/// Raft entries between metadata snapshots in a simulated quorum (a scenario's `config` may
+/// override it).
+const SIM_SNAPSHOT_INTERVAL_ENTRIES: u64 = 16;
 /// The metadata log directory of the controller host.
 const METADATA_DIR: &str = "/metadata";
 
@@ -433,6 +436,11 @@ impl World {
         props.insert("controller.quorum.voters".into(), self.config.voters());
         props.insert("controller.listener.names".into(), "CONTROLLER".into());
         props.insert("metadata.log.dir".into(), METADATA_DIR.into());
+        // Snapshots, purges and snapshot installs happen within a run, not after 2,000 entries.
+        props.insert(
+            "keel.metadata.snapshot.interval.entries".into(),
+            SIM_SNAPSHOT_INTERVAL_ENTRIES.to_string(),
+        );
         props.insert("default.replication.factor".into(), "3".into());
         for (k, v) in &self.config.configs {
             props.insert(k.clone(), v.clone());
