@@ -200,3 +200,22 @@ def test_kafka_532_paused_controller_cannot_act_after_it_wakes(cluster):
     resumed = c.controllers[old].log_text()
     assert "no longer the active controller" in resumed, c.controllers[old].log_tail()
     _assert_no_half_created_topics(c, creator)
+
+
+def test_restarted_broker_catches_up_from_a_snapshot(cluster):
+    """With a metadata snapshot every 4 Raft entries the controllers compact their metadata log;
+    a broker that was down meanwhile starts from offset 0, is answered a snapshot id, loads the
+    snapshot with FetchSnapshot and fetches the rest: it knows every topic created while it was
+    down and serves them."""
+    c = cluster("ctl-snap", controller={"keel.metadata.snapshot.interval.entries": "4"})
+    c.kill9(2)
+    names = [unique_topic("snap") for _ in range(6)]
+    admin = confluent_admin(c.live_bootstrap)
+    for name in names:
+        # RF 2: two brokers are up.
+        admin.create_topics([NewTopic(name, num_partitions=1, replication_factor=2)],
+                            operation_timeout=20)[name].result(timeout=30)
+    c.restart(2)
+    assert "loaded a metadata snapshot" in c.broker(2).log_text(), c.broker(2).log_tail()
+    for name in names:
+        c.wait_for(lambda n=name: c.partition_view(2, n), 30, f"broker 2 knows {name}")

@@ -58,6 +58,8 @@ impl LocalMetadataLog {
             retention_ms: None,
             retention_bytes: None,
             max_message_bytes: 256 * 1024 * 1024,
+            // Small segments, so compaction below a snapshot frees space.
+            segment_bytes: 8 * 1024 * 1024,
             ..LogConfig::default()
         };
         let log = Log::open(
@@ -124,6 +126,21 @@ impl LocalMetadataLog {
             "metadata offsets are contiguous"
         );
         Ok(first)
+    }
+
+    /// Compaction below a snapshot: records before `start` are no longer served (a fetch below
+    /// it loads the snapshot instead); whole segments below it are deleted.
+    pub fn advance_start(
+        &mut self,
+        start: MetadataOffset,
+        now_ms: i64,
+    ) -> Result<(), MetadataLogError> {
+        let start = Offset(start.0.min(self.end_offset().0));
+        if self.log.increment_log_start_offset(start)? {
+            let end = self.log.log_end_offset();
+            self.log.apply_retention(now_ms, end)?;
+        }
+        Ok(())
     }
 
     /// Makes everything appended so far durable.

@@ -434,15 +434,22 @@ fn a_controller_behind_the_purged_log_catches_up_from_a_snapshot() {
             let (_, code) = register(broker, live.clone()).await;
             assert_eq!(code, 0, "registration of broker {broker}");
         }
-        let (records, _, _) = records_of(&quorum, active).await.unwrap();
+        // The leader compacted its applied log below a snapshot.
+        let (leader_start, leader_end) = log_range(&quorum, active).await.unwrap();
+        assert!(
+            leader_start > 0,
+            "the leader compacted its log (start {leader_start})"
+        );
+        let (leader_tail, _, _) = records_from(&quorum, active, leader_start).await.unwrap();
+        assert_eq!(leader_tail.len() as i64, leader_end - leader_start);
         controllers.push(quorum.start_with(lagging, &small));
 
         // The lagging controller installs a snapshot: its applied log starts after 0, ends
-        // where the leader's does, and holds the leader's records from its start.
+        // where the leader's does, and holds the leader's records from there.
         let deadline = Instant::now() + Duration::from_secs(20);
         let (start, end) = loop {
             if let Some((start, end)) = log_range(&quorum, lagging).await {
-                if end >= records.len() as i64 {
+                if end >= leader_end {
                     break (start, end);
                 }
             }
@@ -452,13 +459,35 @@ fn a_controller_behind_the_purged_log_catches_up_from_a_snapshot() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
-        assert_eq!(end, records.len() as i64);
+        assert_eq!(end, leader_end);
         assert!(
             start > 0,
             "controller {lagging} caught up from a snapshot (log start {start})"
         );
-        let (tail, _, _) = records_from(&quorum, lagging, start).await.unwrap();
-        assert_eq!(&tail[..], &records[start as usize..]);
+        let from = start.max(leader_start);
+        let (tail, _, _) = records_from(&quorum, lagging, from).await.unwrap();
+        assert_eq!(&tail[..], &leader_tail[(from - leader_start) as usize..]);
+
+        // A new broker following either controller from offset 0 loads the newest snapshot
+        // (FetchSnapshot), then fetches the rest: both end with the same image, which knows
+        // every registered broker.
+        let mut images = Vec::new();
+        for id in [active, lagging] {
+            let mut conn = quorum.connect(id).await.unwrap();
+            let mut follower = keel_node::cluster::follower::MetadataFollower::new();
+            while follower.next_offset().0 < end {
+                follower.fetch_once(&mut conn, 77).await.unwrap();
+            }
+            assert_eq!(follower.next_offset().0, end);
+            assert_eq!(
+                follower.image().brokers().len(),
+                40,
+                "brokers via controller {id}"
+            );
+            images.push(follower.image().clone());
+        }
+        assert_eq!(images[0], images[1]);
+        let records_len = end;
 
         // The leader crashes: the two others (one restored from a snapshot) carry on.
         let position = controllers.iter().position(|c| c.id == active).unwrap();
@@ -476,7 +505,7 @@ fn a_controller_behind_the_purged_log_catches_up_from_a_snapshot() {
                 }
                 ends
             };
-            if ends.iter().all(|e| *e == records.len() as i64 + 1) {
+            if ends.iter().all(|e| *e == records_len + 1) {
                 break;
             }
             assert!(Instant::now() < deadline, "survivors at {ends:?}");

@@ -47,7 +47,7 @@ const BROKER_PORT: u16 = 9092;
 const EPOCH_MS: i64 = 1_767_225_600_000;
 /// Raft entries between metadata snapshots in a simulated quorum (a scenario's `config` may
 /// override it).
-const SIM_SNAPSHOT_INTERVAL_ENTRIES: u64 = 16;
+const SIM_SNAPSHOT_INTERVAL_ENTRIES: u64 = 4;
 /// The metadata log directory of the controller host.
 const METADATA_DIR: &str = "/metadata";
 

@@ -15,7 +15,7 @@ use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
     BrokerRegistrationRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
     DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, FetchRequest,
-    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
+    FetchSnapshotRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
     OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
@@ -55,6 +55,7 @@ pub enum ControllerRequest {
     DescribeCluster(DescribeClusterRequest),
     BrokerRegistration(BrokerRegistrationRequest),
     BrokerHeartbeat(BrokerHeartbeatRequest),
+    FetchSnapshot(FetchSnapshotRequest),
 }
 
 /// A request with its header; the body type depends on the listener (broker by default).
@@ -223,6 +224,7 @@ fn decode_controller_body(
         ApiKey::BrokerHeartbeat => {
             R::BrokerHeartbeat(BrokerHeartbeatRequest::decode(buf, version)?)
         }
+        ApiKey::FetchSnapshot => R::FetchSnapshot(FetchSnapshotRequest::decode(buf, version)?),
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
 }

@@ -54,6 +54,7 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::AlterPartition, 2, 3),
+    range(ApiKey::FetchSnapshot, 0, 1),
     range(ApiKey::DescribeCluster, 0, 1),
     range(ApiKey::BrokerRegistration, 0, 4),
     range(ApiKey::BrokerHeartbeat, 0, 1),

@@ -2,15 +2,20 @@
 //! the records, replay them in order into a local `ClusterImage` (the same replay the
 //! controller runs, so every broker applies the same records in the same order), and publish
 //! each new image. Records at or below what was applied are ignored, so a re-fetch after a
-//! reconnect cannot apply anything twice.
+//! reconnect cannot apply anything twice. A broker behind the controller's compacted log is
+//! answered KRaft's `SnapshotId`: it reads that snapshot with FetchSnapshot, replaces its image
+//! with it and fetches on from the snapshot's end.
 
 use std::sync::Arc;
 
+use bytes::BytesMut;
 use keel_controller::types::MetadataOffset;
 use keel_controller::{ClusterImage, ReplayError};
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use keel_wire::kafka_protocol::messages::fetch_snapshot_request;
 use keel_wire::kafka_protocol::messages::{
-    ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName,
+    ApiKey, BrokerId, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse,
+    TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -105,6 +110,13 @@ impl MetadataFollower {
                 if partition.error_code != 0 {
                     return Err(FollowError::Fetch(partition.error_code));
                 }
+                if partition.snapshot_id.end_offset >= 0 {
+                    let id = (
+                        partition.snapshot_id.end_offset,
+                        partition.snapshot_id.epoch,
+                    );
+                    return self.load_snapshot(connection, broker_id, id).await;
+                }
                 let Some(bytes) = &partition.records else {
                     continue;
                 };
@@ -123,6 +135,73 @@ impl MetadataFollower {
             }
         }
         Ok(applied)
+    }
+
+    /// Reads the snapshot `(end offset, epoch)` with FetchSnapshot and makes it the image;
+    /// returns how many records it holds.
+    async fn load_snapshot<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        connection: &mut Connection<S>,
+        broker_id: i32,
+        (end_offset, epoch): (i64, i32),
+    ) -> Result<usize, FollowError> {
+        let version = connection.version(ApiKey::FetchSnapshot, 0, 1)?;
+        let mut bytes = BytesMut::new();
+        loop {
+            let request = FetchSnapshotRequest::default()
+                .with_replica_id(BrokerId(broker_id))
+                .with_max_bytes(METADATA_FETCH_MAX_BYTES)
+                .with_topics(vec![fetch_snapshot_request::TopicSnapshot::default()
+                    .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+                    .with_partitions(vec![
+                        fetch_snapshot_request::PartitionSnapshot::default()
+                            .with_partition(0)
+                            .with_current_leader_epoch(-1)
+                            .with_snapshot_id(
+                                fetch_snapshot_request::SnapshotId::default()
+                                    .with_end_offset(end_offset)
+                                    .with_epoch(epoch),
+                            )
+                            .with_position(bytes.len() as i64),
+                    ])]);
+            let response: FetchSnapshotResponse = connection
+                .call_version(ApiKey::FetchSnapshot, version, &request)
+                .await?;
+            if response.error_code != 0 {
+                return Err(FollowError::Fetch(response.error_code));
+            }
+            let Some(partition) = response.topics.first().and_then(|t| t.partitions.first()) else {
+                return Err(FollowError::Fetch(-1));
+            };
+            if partition.error_code != 0 {
+                return Err(FollowError::Fetch(partition.error_code));
+            }
+            bytes.extend_from_slice(&partition.unaligned_records);
+            let size = usize::try_from(partition.size).unwrap_or(0);
+            if bytes.len() >= size {
+                break;
+            }
+            if partition.unaligned_records.is_empty() {
+                return Err(FollowError::Fetch(-1));
+            }
+        }
+        let records: Vec<_> = decode_metadata_batches(&bytes, MetadataOffset(0))?
+            .into_iter()
+            .map(|(_, record)| record)
+            .collect();
+        let image = ClusterImage::from_snapshot(MetadataOffset(end_offset), &records).map_err(
+            |source| FollowError::Replay {
+                offset: end_offset,
+                source,
+            },
+        )?;
+        tracing::info!(
+            end_offset,
+            records = records.len(),
+            "loaded a metadata snapshot"
+        );
+        self.image = image;
+        Ok(records.len().max(1))
     }
 
     /// A shared snapshot of the current image.

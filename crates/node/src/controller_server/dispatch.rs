@@ -9,8 +9,8 @@ use keel_wire::versions::{self, ListenerKind};
 
 use super::state::{CallError, ControllerHandle};
 use super::{
-    alter_partition, configs, describe_cluster, elect_leaders, membership, metadata_fetch, topics,
-    Settings,
+    alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
+    metadata_fetch, topics, Settings,
 };
 
 /// Why a request got no answer; the connection is closed.
@@ -221,7 +221,9 @@ fn not_controller(
                 ),
         ),
         // Answered by any controller: never NOT_CONTROLLER.
-        R::ApiVersions(_) | R::DescribeCluster(_) | R::Fetch(_) => Err(DispatchError::Stopped),
+        R::ApiVersions(_) | R::DescribeCluster(_) | R::Fetch(_) | R::FetchSnapshot(_) => {
+            Err(DispatchError::Stopped)
+        }
     }
 }
 
@@ -258,5 +260,6 @@ async fn answer(
             &describe_cluster::handle(handle, settings, r).await?,
         ),
         R::Fetch(r) => encode(key, v, id, &metadata_fetch::handle(handle, r, v).await?),
+        R::FetchSnapshot(r) => encode(key, v, id, &fetch_snapshot::handle(handle, r)),
     }?)
 }

@@ -3,19 +3,22 @@
 //! The partition is named `__cluster_metadata` (v4–12) or has KRaft's fixed topic id
 //! `AAAAAAAAAAAAAAAAAAAAAQ` (v13+). The answer holds the raw metadata batches from
 //! `FetchOffset` on (each batch's partition leader epoch is the controller epoch that wrote it),
-//! `HighWatermark` = `LastStableOffset` = the committed end offset, `LogStartOffset` 0, and (v12+)
-//! `CurrentLeader` = this controller and the controller epoch. With fewer than `MinBytes` bytes
-//! available the request waits — Kafka's long poll — until a commit or `MaxWaitMs` (capped by
-//! [`FETCH_MAX_WAIT_MS_MAX`]). A `FetchOffset` beyond the end is `OFFSET_OUT_OF_RANGE`; any other
-//! topic or partition is `UNKNOWN_TOPIC_OR_PARTITION` (`UNKNOWN_TOPIC_ID` by id). Fetch sessions
-//! are not kept: every answer has session id 0, so clients send full requests.
+//! `HighWatermark` = `LastStableOffset` = this controller's applied (committed) end offset,
+//! `LogStartOffset` = its applied log's start, and (v12+) `CurrentLeader` = the Raft leader and
+//! the controller epoch. With fewer than `MinBytes` bytes available the request waits — Kafka's
+//! long poll — until a commit or `MaxWaitMs` (capped by [`FETCH_MAX_WAIT_MS_MAX`]); a
+//! `FetchOffset` beyond the end waits the same way. Below the log start (compacted after a
+//! snapshot): v12+ answers KRaft's `SnapshotId` (end offset and epoch of the newest snapshot,
+//! which the broker then reads with FetchSnapshot), older versions `OFFSET_OUT_OF_RANGE`. Any
+//! other topic or partition is `UNKNOWN_TOPIC_OR_PARTITION` (`UNKNOWN_TOPIC_ID` by id). Fetch
+//! sessions are not kept: every answer has session id 0, so clients send full requests.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use keel_controller::types::MetadataOffset;
 use keel_wire::kafka_protocol::messages::fetch_response::{
-    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    FetchableTopicResponse, LeaderIdAndEpoch, PartitionData, SnapshotId,
 };
 use keel_wire::kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, FetchResponse};
 use keel_wire::ResponseError;
@@ -83,6 +86,9 @@ pub(super) async fn handle(
         .min(FETCH_MAX_WAIT_MS_MAX);
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
     let min_bytes = usize::try_from(req.min_bytes).unwrap_or(0);
+    // Set when the fetch starts below the applied log: where the snapshot to load ends, and its
+    // epoch (KRaft's answer; the broker then sends FetchSnapshot).
+    let mut snapshot_id: Option<(i64, i32)> = None;
     let read: Option<(MetadataOffset, Result<Bytes, i16>)> = match &wanted {
         None => None,
         Some(wanted) => loop {
@@ -94,9 +100,15 @@ pub(super) async fn handle(
             let bytes = if from < 0 {
                 Err(ResponseError::OffsetOutOfRange.code())
             } else if from < machine.start_offset().0 && from < end.0 {
-                // Below the applied log's start (after this controller installed a snapshot):
-                // only a snapshot has those records.
-                Err(ResponseError::OffsetOutOfRange.code())
+                // Below the applied log's start (compacted, or this controller installed a
+                // snapshot): only a snapshot has those records.
+                match machine.latest_snapshot_id().filter(|_| version >= 12) {
+                    Some(id) => {
+                        snapshot_id = Some(id);
+                        break Some((end, Ok(Bytes::new())));
+                    }
+                    None => Err(ResponseError::OffsetOutOfRange.code()),
+                }
             } else if from >= end.0 {
                 // At or past this controller's applied end: nothing yet. A broker may be ahead
                 // of a lagging controller (it fetched from another one); it waits here.
@@ -142,11 +154,19 @@ pub(super) async fn handle(
                                 .with_last_stable_offset(end.0)
                                 .with_log_start_offset(log_start.0);
                             let base = if version >= 12 {
-                                base.with_current_leader(
+                                let base = base.with_current_leader(
                                     LeaderIdAndEpoch::default()
                                         .with_leader_id(WireBrokerId(view.leader.unwrap_or(-1)))
                                         .with_leader_epoch(view.epoch),
-                                )
+                                );
+                                match snapshot_id {
+                                    Some((end_offset, epoch)) => base.with_snapshot_id(
+                                        SnapshotId::default()
+                                            .with_end_offset(end_offset)
+                                            .with_epoch(epoch),
+                                    ),
+                                    None => base,
+                                }
                             } else {
                                 base
                             };

@@ -17,6 +17,7 @@
 //! | `elect_leaders` | ElectLeaders |
 //! | `describe_cluster` | DescribeCluster (brokers and controller endpoints) |
 //! | `metadata_fetch` | Fetch of `__cluster_metadata-0` with Kafka's long poll |
+//! | `fetch_snapshot` | FetchSnapshot of the newest metadata snapshot (brokers behind the compacted log) |
 //!
 //! Start it with [`run`]. Wire sentinels (-1 epochs and offsets, -1 "cluster default") are
 //! converted to and from `Option`s in the handlers; the controller crate never sees them. The
@@ -30,6 +31,7 @@ mod connection;
 mod describe_cluster;
 mod dispatch;
 mod elect_leaders;
+mod fetch_snapshot;
 mod membership;
 mod metadata_fetch;
 mod recovery;

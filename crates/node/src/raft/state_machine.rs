@@ -84,7 +84,21 @@ struct Inner {
 pub struct StateMachine {
     inner: Arc<Mutex<Inner>>,
     applied_end: Arc<watch::Sender<MetadataOffset>>,
+    /// The newest snapshot encoded for brokers (FetchSnapshot), by its end offset.
+    broker_snapshot: Arc<Mutex<Option<BrokerSnapshot>>>,
 }
+
+/// A snapshot as brokers fetch it: its records as uncompressed metadata batches (JSON values,
+/// offsets 0..n), the metadata offset it ends at and the controller epoch of its last entry.
+#[derive(Debug, Clone)]
+pub struct BrokerSnapshot {
+    pub end_offset: i64,
+    pub epoch: i32,
+    pub bytes: Bytes,
+}
+
+/// Records per batch of an encoded snapshot.
+const SNAPSHOT_RECORDS_PER_BATCH: usize = 500;
 
 impl StateMachine {
     /// Opens `__cluster_metadata-0` under `metadata_dir` and rebuilds the applied state from
@@ -135,6 +149,7 @@ impl StateMachine {
                 clock,
             })),
             applied_end: Arc::new(applied_end),
+            broker_snapshot: Arc::new(Mutex::new(None)),
         })
     }
 
@@ -189,6 +204,47 @@ impl StateMachine {
         max_bytes: usize,
     ) -> Result<Vec<(MetadataOffset, Record)>, MetadataLogError> {
         self.lock().log.read(from, max_bytes)
+    }
+
+    /// End offset and epoch of the newest snapshot, for a Fetch below the applied log's start.
+    pub fn latest_snapshot_id(&self) -> Option<(i64, i32)> {
+        self.broker_snapshot().map(|s| (s.end_offset, s.epoch))
+    }
+
+    /// The newest snapshot encoded for brokers (cached until a newer one is written).
+    pub fn broker_snapshot(&self) -> Option<BrokerSnapshot> {
+        let newest = {
+            let inner = self.lock();
+            snapshot_offsets(inner.storage.as_ref(), inner.log.dir())
+                .last()
+                .copied()
+        }?;
+        let mut cache = self
+            .broker_snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(cached) = cache.as_ref().filter(|c| c.end_offset == newest) {
+            return Some(cached.clone());
+        }
+        let file = self.latest_snapshot()?;
+        let encoded = encode_for_brokers(&file).ok()?;
+        *cache = Some(encoded.clone());
+        Some(encoded)
+    }
+
+    /// After a snapshot: the applied log keeps the records from the *previous* snapshot's end
+    /// on (brokers slightly behind still fetch records; the rest load the newest snapshot).
+    fn compact(&self) {
+        let mut inner = self.lock();
+        let offsets = snapshot_offsets(inner.storage.as_ref(), inner.log.dir());
+        if offsets.len() < 2 {
+            return;
+        }
+        let start = MetadataOffset(offsets[offsets.len() - 2]);
+        let now_ms = inner.clock.now_ms();
+        if let Err(e) = inner.log.advance_start(start, now_ms) {
+            tracing::warn!(error = %e, "cannot compact __cluster_metadata-0");
+        }
     }
 
     /// The newest stored snapshot, if any.
@@ -294,6 +350,33 @@ fn latest_snapshot(storage: &dyn Storage, dir: &Path) -> Option<SnapshotFile> {
     None
 }
 
+/// A snapshot's records as metadata batches with offsets `0..n` (what FetchSnapshot serves and
+/// `decode_metadata_batches` reads back).
+fn encode_for_brokers(file: &SnapshotFile) -> Result<BrokerSnapshot, serde_json::Error> {
+    let mut bytes = Vec::new();
+    for (chunk_index, chunk) in file.records.chunks(SNAPSHOT_RECORDS_PER_BATCH).enumerate() {
+        let values = chunk
+            .iter()
+            .map(serde_json::to_vec)
+            .collect::<Result<Vec<_>, _>>()?;
+        let entries: Vec<(Option<&[u8]>, &[u8])> =
+            values.iter().map(|v| (None, v.as_slice())).collect();
+        let mut batch = keel_log::plain_batch::build_batch(&entries, 0);
+        keel_log::batch::set_base_offset(
+            &mut batch,
+            keel_log::Offset((chunk_index * SNAPSHOT_RECORDS_PER_BATCH) as i64),
+        );
+        bytes.extend_from_slice(&batch);
+    }
+    Ok(BrokerSnapshot {
+        end_offset: file.end_offset,
+        epoch: file
+            .last_log_id
+            .map_or(0, |l| super::controller_epoch(l.leader_id.term)),
+        bytes: Bytes::from(bytes),
+    })
+}
+
 /// Writes `file` durably and deletes all but the newest snapshots.
 fn store_snapshot(
     storage: &dyn Storage,
@@ -324,6 +407,7 @@ pub struct SnapshotBuilder {
     file: Option<SnapshotFile>,
     storage: Arc<dyn Storage>,
     dir: PathBuf,
+    machine: StateMachine,
 }
 
 impl RaftSnapshotBuilder<KeelRaft> for SnapshotBuilder {
@@ -334,8 +418,10 @@ impl RaftSnapshotBuilder<KeelRaft> for SnapshotBuilder {
             .ok_or_else(|| sm_error("build a snapshot", "built twice"))?;
         let storage = self.storage.clone();
         let dir = self.dir.clone();
+        let machine = self.machine.clone();
         let file = blocking(move || {
             store_snapshot(storage.as_ref(), &dir, &file)?;
+            machine.compact();
             Ok(file)
         })
         .await?;
@@ -380,6 +466,7 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
             file: Some(file),
             storage: inner.storage.clone(),
             dir: inner.log.dir().to_path_buf(),
+            machine: self.clone(),
         }
     }
 
