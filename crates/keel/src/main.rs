@@ -349,6 +349,13 @@ fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> an
         let data_dir = data_dir.clone();
         move |id: i32| data_dir.join(format!("controller-{id}"))
     };
+    if data_dir.join("controller").exists() && !controller_dir(DEV_CONTROLLER_ID).exists() {
+        anyhow::bail!(
+            "{} was made by a keel dev from before the controller quorum (it has controller/, \
+             not controller-{DEV_CONTROLLER_ID}/): remove it or pass another --data-dir",
+            data_dir.display()
+        );
+    }
     let cluster_id = match read_cluster_id(&controller_dir(DEV_CONTROLLER_ID))? {
         Some(id) => id,
         None => {
