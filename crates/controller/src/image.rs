@@ -191,6 +191,23 @@ impl ClusterImage {
         config::resolve_strategy(configs, &self.cluster_configs)
     }
 
+    /// What a partition is waiting for, from this image alone (brokers use it to describe
+    /// partitions; the active controller's own view is `Controller::partition_status`).
+    pub fn partition_status(
+        &self,
+        tp: TopicPartition,
+    ) -> Option<crate::partition_change::PartitionStatus> {
+        let p = self.partition(tp)?;
+        let live = self.live_brokers();
+        let ctx = crate::partition_change::ChangeContext {
+            live: &live,
+            min_isr: self.effective_min_isr(tp.topic),
+            strategy: self.strategy(tp.topic),
+            elr_enabled: self.elr_enabled(),
+        };
+        Some(crate::partition_change::classify(p, &ctx))
+    }
+
     /// Applies one record at `offset`. On error the image is unchanged.
     pub fn replay(&mut self, offset: MetadataOffset, record: &Record) -> Result<(), ReplayError> {
         if let Some(last) = self.last_applied {

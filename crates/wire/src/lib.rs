@@ -17,6 +17,7 @@
 
 pub mod client;
 pub mod frame;
+pub mod keel_ext;
 pub mod keel_rpc;
 pub mod request;
 pub mod response;

@@ -14,9 +14,10 @@ use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterPartitionRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
     BrokerRegistrationRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, ElectLeadersRequest, FetchRequest,
-    FetchSnapshotRequest, IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeTopicPartitionsRequest,
+    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -37,7 +38,9 @@ pub enum Request {
     AlterConfigs(AlterConfigsRequest),
     CreatePartitions(CreatePartitionsRequest),
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    ElectLeaders(ElectLeadersRequest),
     DescribeCluster(DescribeClusterRequest),
+    DescribeTopicPartitions(DescribeTopicPartitionsRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -189,8 +192,12 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::IncrementalAlterConfigs => {
             Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
         }
+        ApiKey::ElectLeaders => Request::ElectLeaders(ElectLeadersRequest::decode(buf, version)?),
         ApiKey::DescribeCluster => {
             Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeTopicPartitions => {
+            Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest::decode(buf, version)?)
         }
         other => anyhow::bail!("{other:?} is not served"),
     })

@@ -38,8 +38,10 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::DescribeConfigs, 1, 4),
     range(ApiKey::AlterConfigs, 0, 2),
     range(ApiKey::CreatePartitions, 0, 3),
+    range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::DescribeCluster, 0, 1),
+    range(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// Every API the controller listener answers, in api-key order: what brokers send a KRaft

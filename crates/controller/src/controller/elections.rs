@@ -66,13 +66,25 @@ impl Controller {
         partitions: &[TopicPartition],
         now_ms: u64,
     ) -> Output<Vec<ElectionResult>> {
+        let each: Vec<(TopicPartition, ElectionType)> =
+            partitions.iter().map(|tp| (*tp, election)).collect();
+        self.elect_each(&each, now_ms)
+    }
+
+    /// Handles an ElectLeaders request whose partitions ask for different elections (a manual
+    /// election names a leader per partition); one batch of records for all of them.
+    pub fn elect_each(
+        &mut self,
+        elections: &[(TopicPartition, ElectionType)],
+        now_ms: u64,
+    ) -> Output<Vec<ElectionResult>> {
         self.advance(now_ms);
         let mut batch = Batch::new(&self.image);
-        let results = partitions
+        let results = elections
             .iter()
-            .map(|tp| ElectionResult {
+            .map(|(tp, election)| ElectionResult {
                 partition: *tp,
-                result: self.elect_one(&mut batch, election, *tp, now_ms),
+                result: self.elect_one(&mut batch, *election, *tp, now_ms),
             })
             .collect();
         batch.finish(results)

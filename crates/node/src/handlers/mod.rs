@@ -7,6 +7,8 @@ mod create_partitions;
 mod create_topics;
 mod delete_topics;
 mod describe_cluster;
+pub mod describe_topic_partitions;
+mod elect_leaders;
 mod fetch;
 mod list_offsets;
 mod metadata;
@@ -51,7 +53,11 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
         Request::IncrementalAlterConfigs(r) => {
             encode(&configs::incremental_alter(broker, r).await)?
         }
+        Request::ElectLeaders(r) => encode(&elect_leaders::handle(broker, r, version).await)?,
         Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r))?,
+        Request::DescribeTopicPartitions(r) => {
+            encode(&describe_topic_partitions::handle(broker, r))?
+        }
     };
     Ok(Reply::Send(bytes))
 }

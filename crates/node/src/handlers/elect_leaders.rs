@@ -1,0 +1,88 @@
+//! ElectLeaders (key 43, v0–2): forwarded to the active controller, which elects (preferred,
+//! unclean — KIP-966's unclean recovery when no clean candidate exists — or, with Keel's
+//! `DesiredLeaders` tagged field, exactly the named replica) and commits the change. The broker
+//! answers the controller's result once the elected leaders are in its own metadata (at most
+//! [`METADATA_WAIT_MS`]), so a client's next Metadata request sees them.
+
+use std::sync::Arc;
+
+use keel_controller::types::TopicPartition;
+use keel_wire::kafka_protocol::messages::elect_leaders_response::{
+    PartitionResult, ReplicaElectionResult,
+};
+use keel_wire::kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse};
+use keel_wire::keel_ext::RECOVERY_STARTED;
+
+use crate::broker::Broker;
+
+/// How long the broker waits for elected leaders to reach its metadata before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
+
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ElectLeadersRequest,
+    version: i16,
+) -> ElectLeadersResponse {
+    let response: ElectLeadersResponse = match broker
+        .controller()
+        .forward(ApiKey::ElectLeaders, version, &request)
+        .await
+    {
+        Ok(response) => response,
+        Err(e) => {
+            let e = super::controller_unavailable(e);
+            let results = request
+                .topic_partitions
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    ReplicaElectionResult::default()
+                        .with_topic(t.topic)
+                        .with_partition_result(
+                            t.partitions
+                                .into_iter()
+                                .map(|p| {
+                                    PartitionResult::default()
+                                        .with_partition_id(p)
+                                        .with_error_code(e.code())
+                                        .with_error_message(e.message_str())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            return ElectLeadersResponse::default()
+                .with_error_code(e.code())
+                .with_replica_election_results(results);
+        }
+    };
+    // Elected (no error, not a recovery that has only started): wait until this broker sees a leader.
+    let image = broker.image();
+    let elected: Vec<TopicPartition> = response
+        .replica_election_results
+        .iter()
+        .flat_map(|t| {
+            let id = image.topic_id(t.topic.as_str());
+            t.partition_result
+                .iter()
+                .filter(|p| p.error_code == 0)
+                .filter(|p| p.error_message.as_deref() != Some(RECOVERY_STARTED))
+                .filter_map(move |p| {
+                    Some(TopicPartition::new(
+                        id?,
+                        u32::try_from(p.partition_id).ok()?,
+                    ))
+                })
+        })
+        .collect();
+    if !elected.is_empty() {
+        broker
+            .await_image(METADATA_WAIT_MS, |image| {
+                elected
+                    .iter()
+                    .all(|tp| image.partition(*tp).is_none_or(|p| p.leader.is_some()))
+            })
+            .await;
+    }
+    response
+}

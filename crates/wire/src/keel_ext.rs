@@ -1,0 +1,301 @@
+//! Keel's extensions to Kafka messages, carried as **tagged fields** of Kafka's flexible
+//! versions so that every Kafka client and tool keeps decoding the messages unchanged (an
+//! unknown tag is skipped by Kafka's generated codecs, and by `kafka_protocol`'s, which keeps
+//! it in `unknown_tagged_fields`).
+//!
+//! KIP-966 planned `ElectLeaders` v3 with a `DesiredLeaders` array ("The kafka-leader-election
+//! tool ... can directly select a leader"); Apache Kafka never shipped it, so Keel carries the
+//! same information as tagged fields of v2, with tag numbers from [`KEEL_TAG_BASE`] on — far
+//! above the small tags Kafka assigns — so a future Kafka field cannot collide with them:
+//!
+//! ```text
+//! ElectLeadersRequest v2+ (top level)
+//!   tag 10000  RecoveryMode int8        for ElectionType 1 (UNCLEAN) when an unclean recovery
+//!                                       starts: 0 = Proactive (the default), 1 = Balanced
+//! ElectLeadersRequest v2+ TopicPartitions[i]
+//!   tag 10000  DesiredLeaders [int32]   compact array, one per entry of Partitions, by index:
+//!                                       elect exactly this replica (KIP-966's manual election)
+//! DescribeTopicPartitionsResponse v0 Topics[i].Partitions[j]
+//!   tag 10000  KeelStatus int8, Waiting [int32] (compact array)
+//!                                       what a leaderless partition waits for ([`PartitionStatusCode`])
+//! ```
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// The first tag number Keel uses.
+pub const KEEL_TAG_BASE: i32 = 10_000;
+/// `ElectLeadersRequest.RecoveryMode`.
+pub const RECOVERY_MODE_TAG: i32 = KEEL_TAG_BASE;
+/// `ElectLeadersRequest.TopicPartitions[].DesiredLeaders`.
+pub const DESIRED_LEADERS_TAG: i32 = KEEL_TAG_BASE;
+/// `DescribeTopicPartitionsResponse...Partitions[].KeelStatus`.
+pub const PARTITION_STATUS_TAG: i32 = KEEL_TAG_BASE;
+
+/// ElectLeaders' `ErrorMessage` for a partition where an unclean election started KIP-966's
+/// unclean recovery instead of electing at once (error code 0; the leader follows when the
+/// recovery completes).
+pub const RECOVERY_STARTED: &str = "unclean recovery started";
+
+/// ElectLeaders' `ErrorMessage` (error code 0) for a manual election of a replica that was in
+/// neither the ISR nor the ELR.
+pub const UNCLEAN_WARNING: &str =
+    "elected a replica outside the ISR and ELR: records it does not have are lost";
+
+/// Longest array accepted in a tagged field (a guard against hostile counts).
+const ARRAY_MAX: usize = 1 << 20;
+
+/// Why a tagged field does not decode.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ExtError {
+    #[error("tagged field {tag}: {what}")]
+    Malformed { tag: i32, what: &'static str },
+}
+
+fn put_uvarint(buf: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        buf.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    buf.put_u8(v as u8);
+}
+
+fn get_uvarint(buf: &mut Bytes, tag: i32) -> Result<u64, ExtError> {
+    let mut value = 0u64;
+    for shift in (0..64).step_by(7) {
+        if !buf.has_remaining() {
+            return Err(ExtError::Malformed {
+                tag,
+                what: "truncated varint",
+            });
+        }
+        let byte = buf.get_u8();
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(ExtError::Malformed {
+        tag,
+        what: "varint too long",
+    })
+}
+
+fn put_int32_array(buf: &mut BytesMut, values: &[i32]) {
+    put_uvarint(buf, values.len() as u64 + 1);
+    for v in values {
+        buf.put_i32(*v);
+    }
+}
+
+fn get_int32_array(buf: &mut Bytes, tag: i32) -> Result<Vec<i32>, ExtError> {
+    let n = get_uvarint(buf, tag)?;
+    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "null array",
+        });
+    };
+    if n > ARRAY_MAX || buf.remaining() < n * 4 {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "array longer than the field",
+        });
+    }
+    Ok((0..n).map(|_| buf.get_i32()).collect())
+}
+
+fn finished(buf: &Bytes, tag: i32) -> Result<(), ExtError> {
+    if buf.has_remaining() {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "trailing bytes",
+        });
+    }
+    Ok(())
+}
+
+/// `DesiredLeaders` as a tagged field's bytes.
+pub fn encode_desired_leaders(leaders: &[i32]) -> Bytes {
+    let mut buf = BytesMut::new();
+    put_int32_array(&mut buf, leaders);
+    buf.freeze()
+}
+
+/// `DesiredLeaders` from a tagged field's bytes.
+pub fn decode_desired_leaders(bytes: &Bytes) -> Result<Vec<i32>, ExtError> {
+    let mut buf = bytes.clone();
+    let leaders = get_int32_array(&mut buf, DESIRED_LEADERS_TAG)?;
+    finished(&buf, DESIRED_LEADERS_TAG)?;
+    Ok(leaders)
+}
+
+/// The recovery mode an unclean ElectLeaders asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryModeField {
+    Proactive,
+    Balanced,
+}
+
+/// `RecoveryMode` as a tagged field's bytes.
+pub fn encode_recovery_mode(mode: RecoveryModeField) -> Bytes {
+    Bytes::from(vec![match mode {
+        RecoveryModeField::Proactive => 0u8,
+        RecoveryModeField::Balanced => 1u8,
+    }])
+}
+
+/// `RecoveryMode` from a tagged field's bytes.
+pub fn decode_recovery_mode(bytes: &Bytes) -> Result<RecoveryModeField, ExtError> {
+    match bytes.as_ref() {
+        [0] => Ok(RecoveryModeField::Proactive),
+        [1] => Ok(RecoveryModeField::Balanced),
+        _ => Err(ExtError::Malformed {
+            tag: RECOVERY_MODE_TAG,
+            what: "RecoveryMode must be one byte, 0 or 1",
+        }),
+    }
+}
+
+/// What a partition is doing, as the broker's metadata says (`KeelStatus`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionStatusCode {
+    /// It has a leader.
+    Led,
+    /// No live ISR member; waiting for one of these (classic rules, or an ISR not yet empty).
+    WaitingForIsr(Vec<i32>),
+    /// ISR empty; waiting for one of these ELR members to come back (Balanced, Manual).
+    WaitingForElr(Vec<i32>),
+    /// The Unclean Recovery Manager is recovering it; with Balanced, it waits for every one of
+    /// these (the LastKnownELR, or every replica when that is empty) to answer.
+    UncleanRecovery { balanced: bool, quorum: Vec<i32> },
+    /// Manual strategy: paused until an operator elects a leader.
+    Paused,
+}
+
+impl PartitionStatusCode {
+    fn code(&self) -> i8 {
+        match self {
+            PartitionStatusCode::Led => 0,
+            PartitionStatusCode::WaitingForIsr(_) => 1,
+            PartitionStatusCode::WaitingForElr(_) => 2,
+            PartitionStatusCode::UncleanRecovery {
+                balanced: false, ..
+            } => 3,
+            PartitionStatusCode::UncleanRecovery { balanced: true, .. } => 4,
+            PartitionStatusCode::Paused => 5,
+        }
+    }
+
+    fn brokers(&self) -> &[i32] {
+        match self {
+            PartitionStatusCode::WaitingForIsr(b)
+            | PartitionStatusCode::WaitingForElr(b)
+            | PartitionStatusCode::UncleanRecovery { quorum: b, .. } => b,
+            PartitionStatusCode::Led | PartitionStatusCode::Paused => &[],
+        }
+    }
+
+    /// The tagged field's bytes.
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i8(self.code());
+        put_int32_array(&mut buf, self.brokers());
+        buf.freeze()
+    }
+
+    /// From the tagged field's bytes.
+    pub fn decode(bytes: &Bytes) -> Result<Self, ExtError> {
+        let tag = PARTITION_STATUS_TAG;
+        let mut buf = bytes.clone();
+        if !buf.has_remaining() {
+            return Err(ExtError::Malformed { tag, what: "empty" });
+        }
+        let code = buf.get_i8();
+        let brokers = get_int32_array(&mut buf, tag)?;
+        finished(&buf, tag)?;
+        Ok(match code {
+            0 => PartitionStatusCode::Led,
+            1 => PartitionStatusCode::WaitingForIsr(brokers),
+            2 => PartitionStatusCode::WaitingForElr(brokers),
+            3 => PartitionStatusCode::UncleanRecovery {
+                balanced: false,
+                quorum: brokers,
+            },
+            4 => PartitionStatusCode::UncleanRecovery {
+                balanced: true,
+                quorum: brokers,
+            },
+            5 => PartitionStatusCode::Paused,
+            _ => {
+                return Err(ExtError::Malformed {
+                    tag,
+                    what: "unknown status code",
+                })
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{ElectLeadersRequest, TopicName};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+
+    // Shows: DesiredLeaders rides through Kafka's v2 codec as a tagged field and comes back
+    // whole; a decoder that does not know it (Kafka's) still reads the standard fields.
+    #[test]
+    fn desired_leaders_survive_the_v2_codec() {
+        let request = ElectLeadersRequest::default()
+            .with_election_type(1)
+            .with_topic_partitions(Some(vec![TopicPartitions::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![0, 1])
+                .with_unknown_tagged_field(
+                    DESIRED_LEADERS_TAG,
+                    encode_desired_leaders(&[3, 1]),
+                )]))
+            .with_unknown_tagged_field(
+                RECOVERY_MODE_TAG,
+                encode_recovery_mode(RecoveryModeField::Balanced),
+            );
+        let mut buf = BytesMut::new();
+        request.encode(&mut buf, 2).unwrap();
+        let decoded = ElectLeadersRequest::decode(&mut buf.freeze(), 2).unwrap();
+        assert_eq!(decoded.election_type, 1);
+        let tp = &decoded.topic_partitions.as_ref().unwrap()[0];
+        assert_eq!(tp.partitions, vec![0, 1]);
+        let leaders = decode_desired_leaders(&tp.unknown_tagged_fields[&DESIRED_LEADERS_TAG]);
+        assert_eq!(leaders, Ok(vec![3, 1]));
+        let mode = decode_recovery_mode(&decoded.unknown_tagged_fields[&RECOVERY_MODE_TAG]);
+        assert_eq!(mode, Ok(RecoveryModeField::Balanced));
+    }
+
+    // Shows: every status round-trips, and malformed bytes are errors, not panics.
+    #[test]
+    fn partition_status_round_trip_and_errors() {
+        for status in [
+            PartitionStatusCode::Led,
+            PartitionStatusCode::WaitingForIsr(vec![1]),
+            PartitionStatusCode::WaitingForElr(vec![2, 3]),
+            PartitionStatusCode::UncleanRecovery {
+                balanced: true,
+                quorum: vec![1, 3],
+            },
+            PartitionStatusCode::UncleanRecovery {
+                balanced: false,
+                quorum: vec![],
+            },
+            PartitionStatusCode::Paused,
+        ] {
+            assert_eq!(PartitionStatusCode::decode(&status.encode()), Ok(status));
+        }
+        for bad in [&b""[..], &[9, 1], &[0], &[0, 5, 0], &[1, 1, 7]] {
+            assert!(PartitionStatusCode::decode(&Bytes::copy_from_slice(bad)).is_err());
+        }
+        assert!(decode_desired_leaders(&Bytes::from_static(&[0x80])).is_err());
+        assert!(decode_desired_leaders(&Bytes::from_static(&[0])).is_err());
+        assert!(decode_recovery_mode(&Bytes::from_static(&[2])).is_err());
+    }
+}
