@@ -41,18 +41,19 @@ def start_broker(tmp_path_factory):
 @pytest.fixture
 def cluster(tmp_path_factory):
     """Factory: cluster(brokers=3, controller={...}, broker={...}, name="cluster") -> a started
-    Cluster; `controller` / `broker` are extra properties for the controller's / every broker's
-    config file. Every cluster it made is stopped at teardown."""
+    Cluster (with start=False: not started yet, so a test can set per-process config first);
+    `controller` / `broker` are extra properties for the controller's / every broker's config
+    file. Every cluster it made is stopped at teardown."""
     mine: list[Cluster] = []
 
-    def start(name: str = "cluster", **kwargs) -> Cluster:
+    def make(name: str = "cluster", start: bool = True, **kwargs) -> Cluster:
         c = Cluster(tmp_path_factory.mktemp(name), name=name, **kwargs)
         mine.append(c)
-        start.brokers.extend(c.processes)  # before start(), so a failed start still shows its logs
-        return c.start()
+        make.brokers.extend(c.processes)  # before start(), so a failed start still shows its logs
+        return c.start() if start else c
 
-    start.brokers = []
-    yield start
+    make.brokers = []
+    yield make
     for c in mine:
         c.stop()
 

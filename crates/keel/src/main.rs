@@ -1,6 +1,7 @@
 //! The `keel` command: format log directories, run a broker, or run a ready-made local
 //! development broker.
 
+mod admin;
 mod alloc_guard;
 mod bench;
 
@@ -64,9 +65,47 @@ enum Command {
         /// Extra broker properties (`key=value`), applied last.
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
+        /// Port of the Prometheus endpoint (`http://127.0.0.1:PORT/metrics`) every node of the
+        /// dev cluster reports into [default: 9464; when 9464 is taken, dev runs without it and
+        /// says so].
+        #[arg(long, value_name = "PORT")]
+        metrics_port: Option<u16>,
+        /// Serve no metrics endpoint.
+        #[arg(long)]
+        no_metrics: bool,
     },
     /// Print a new random cluster id.
     RandomClusterId,
+    /// Topics of a running cluster: create, list, describe (leader, ISR, ELR, LastKnownELR,
+    /// what a leaderless partition waits for), delete.
+    Topics {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: admin::TopicsCommand,
+    },
+    /// Configs of a topic, a broker or the cluster default: get, set.
+    Configs {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: admin::ConfigsCommand,
+    },
+    /// Elect leaders: the preferred replica, an unclean election (KIP-966 unclean recovery), or
+    /// a named broker.
+    Elect {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(flatten)]
+        args: admin::ElectArgs,
+    },
+    /// Partitions that are offline (and what each waits for), under min ISR or under-replicated.
+    Status {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(flatten)]
+        args: admin::StatusArgs,
+    },
     /// Drive a running cluster with producers and consumers; print throughput and latency.
     Bench(bench::BenchArgs),
     /// Run golden controller cases (TOML, format in docs/testing-golden.md); exits non-zero if
@@ -76,6 +115,13 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+}
+
+/// A small runtime for one admin command.
+fn admin_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
 }
 
 #[derive(Args, Debug)]
@@ -146,8 +192,28 @@ fn main() -> anyhow::Result<()> {
             port,
             controllers,
             overrides,
-        } => dev(&data_dir, port, controllers, &overrides),
+            metrics_port,
+            no_metrics,
+        } => dev(
+            &data_dir,
+            port,
+            controllers,
+            &overrides,
+            (!no_metrics).then_some(metrics_port),
+        ),
         Command::Bench(args) => bench::run(args),
+        Command::Topics { bootstrap, command } => {
+            admin_runtime()?.block_on(admin::topics(bootstrap, command))
+        }
+        Command::Configs { bootstrap, command } => {
+            admin_runtime()?.block_on(admin::configs(bootstrap, command))
+        }
+        Command::Elect { bootstrap, args } => {
+            admin_runtime()?.block_on(admin::elect(bootstrap, args))
+        }
+        Command::Status { bootstrap, args } => {
+            admin_runtime()?.block_on(admin::status(bootstrap, args))
+        }
         Command::Golden { files } => golden(&files),
         Command::RandomClusterId => {
             println!("{}", random_cluster_id());
@@ -322,6 +388,8 @@ const DEV_BROKERS: u16 = 3;
 /// The node id of `keel dev`'s controller.
 /// The first dev controller's node id (the others follow: 100, 101, 102, ...).
 const DEV_CONTROLLER_ID: i32 = 100;
+/// `keel dev`'s Prometheus endpoint port (the OpenTelemetry exporters' customary 9464).
+const DEV_METRICS_PORT: u16 = 9464;
 
 fn parse_controller_count(text: &str) -> Result<u16, String> {
     match text.parse::<u16>() {
@@ -336,7 +404,15 @@ fn parse_controller_count(text: &str) -> Result<u16, String> {
 /// (replication factor 3 and `min.insync.replicas=2` for new topics), data under `data_dir`,
 /// formatted on first use; brokers on `port`, `port+1`, `port+2` of 127.0.0.1, controllers on
 /// free ports. Ctrl-C stops the brokers one by one (controlled shutdown), then the controllers.
-fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> anyhow::Result<()> {
+/// Every node reports into one metrics registry, served on 127.0.0.1:`metrics_port`
+/// (`Some(None)`: the default port, skipped with a message when taken; `None`: no endpoint).
+fn dev(
+    data_dir: &Path,
+    port: u16,
+    controllers: u16,
+    overrides: &[String],
+    metrics_port: Option<Option<u16>>,
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir
@@ -382,6 +458,36 @@ fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> an
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
+        // One registry and one endpoint for the whole process; each node labels its series
+        // with its node_id.
+        let metrics = keel_node::metrics::Metrics::new();
+        let metrics_stop = CancellationToken::new();
+        let _stop_metrics = metrics_stop.clone().drop_guard();
+        let mut metrics_bound = None;
+        if let Some(chosen) = metrics_port {
+            let endpoint = keel_node::metrics::MetricsEndpoint {
+                host: "127.0.0.1".to_string(),
+                port: chosen.unwrap_or(DEV_METRICS_PORT),
+            };
+            let started = keel_node::metrics::http::start(
+                &endpoint,
+                &TcpNetwork,
+                metrics.clone(),
+                metrics_stop.clone(),
+            )
+            .await;
+            match started {
+                Ok((_, bound)) => metrics_bound = Some(bound),
+                // The default port is a convenience: a second dev cluster still starts.
+                Err(e) if chosen.is_none() => eprintln!(
+                    "keel: {e}; running without metrics (--metrics-port N to pick another port)"
+                ),
+                Err(e) => {
+                    return Err(anyhow::Error::new(e)
+                        .context("pass another --metrics-port or --no-metrics"))
+                }
+            }
+        }
         let controller_props = |id: i32, voters: Option<&str>| -> anyhow::Result<_> {
             let mut props = BTreeMap::new();
             props.insert("node.id".to_string(), id.to_string());
@@ -404,7 +510,11 @@ fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> an
                 props.insert("controller.quorum.voters".to_string(), voters.to_string());
             }
             apply_overrides(&mut props, overrides)?;
-            Ok(keel_node::controller_server::ControllerServerConfig::from_properties(&props)?)
+            let mut config =
+                keel_node::controller_server::ControllerServerConfig::from_properties(&props)?;
+            config.metrics = metrics.clone();
+            config.metrics_endpoint = None;
+            Ok(config)
         };
         // Bind every controller listener first: the voters' addresses are the bound ports.
         let mut bound = Vec::new();
@@ -471,7 +581,9 @@ fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> an
             props.insert("min.insync.replicas".to_string(), "2".to_string());
             props.insert("default.replication.factor".to_string(), "3".to_string());
             apply_overrides(&mut props, overrides)?;
-            let config = BrokerConfig::from_properties(&props)?;
+            let mut config = BrokerConfig::from_properties(&props)?;
+            config.metrics = metrics.clone();
+            config.metrics_endpoint = None;
             if !log_dir.join("meta.properties").exists() {
                 format_dirs(config.node_id, &config.log_dirs, &cluster_id)?;
             }
@@ -512,6 +624,9 @@ fn dev(data_dir: &Path, port: u16, controllers: u16, overrides: &[String]) -> an
                 data_dir.display()
             );
             eprintln!("keel: ready bootstrap.servers={}", bootstrap.join(","));
+            if let Some(bound) = metrics_bound {
+                eprintln!("keel: metrics: http://127.0.0.1:{bound}/metrics");
+            }
         }
         shutdown.cancelled().await;
         // One broker at a time, so each controlled shutdown can move leadership to the others.

@@ -193,6 +193,12 @@ pub struct BrokerConfig {
     pub raw: BTreeMap<String, String>,
     /// Keys that Keel does not know (logged at startup).
     pub unknown_keys: Vec<String>,
+    /// `metrics.port` / `metrics.host`: where this process serves `/metrics` (`None` = off,
+    /// the default). Host default: the first broker listener's.
+    pub metrics_endpoint: Option<crate::metrics::MetricsEndpoint>,
+    /// The registry this broker (and its in-process or combined controller) reports into: a
+    /// new one per parsed config; `keel dev` and tests share one between nodes. Not a property.
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// Keys the broker reads directly; anything else that is not a topic-default synonym is
@@ -230,6 +236,8 @@ const BROKER_KEYS: &[&str] = &[
     "controlled.shutdown.enable",
     "listener.security.protocol.map",
     "inter.broker.listener.name",
+    crate::metrics::http::METRICS_PORT,
+    crate::metrics::http::METRICS_HOST,
 ];
 
 fn parse_value<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
@@ -350,6 +358,8 @@ impl BrokerConfig {
         let num = |key: &str, default: u64| -> Result<u64, ConfigError> {
             get(key).map_or(Ok(default), |v| parse_value::<u64>(key, v))
         };
+        let metrics_endpoint =
+            crate::metrics::MetricsEndpoint::from_properties(props, &listeners[0].host)?;
         let config = BrokerConfig {
             node_id,
             log_dirs,
@@ -412,6 +422,8 @@ impl BrokerConfig {
                 })
                 .cloned()
                 .collect(),
+            metrics_endpoint,
+            metrics: crate::metrics::Metrics::new(),
         };
         if config.num_partitions < 1 {
             return Err(ConfigError::InvalidValue {
@@ -475,5 +487,33 @@ mod tests {
         props.insert("num.partitions".to_string(), "2".to_string());
         props.insert("listeners".to_string(), "nonsense".to_string());
         assert!(BrokerConfig::from_properties(&props).is_err());
+    }
+
+    // Shows: metrics.port is off unless set (-1 = off); set, the endpoint binds the first broker
+    // listener's host; a bad port names the key (issue 7, "Metrics").
+    #[test]
+    fn reads_the_metrics_endpoint() {
+        let mut props = BTreeMap::new();
+        props.insert("node.id".to_string(), "1".to_string());
+        props.insert(
+            "listeners".to_string(),
+            "PLAINTEXT://10.1.2.3:9092".to_string(),
+        );
+        assert_eq!(
+            BrokerConfig::from_properties(&props)
+                .unwrap()
+                .metrics_endpoint,
+            None
+        );
+        props.insert("metrics.port".to_string(), "9464".to_string());
+        let config = BrokerConfig::from_properties(&props).unwrap();
+        assert!(config.unknown_keys.is_empty(), "{:?}", config.unknown_keys);
+        let endpoint = config.metrics_endpoint.unwrap();
+        assert_eq!((endpoint.host.as_str(), endpoint.port), ("10.1.2.3", 9464));
+        props.insert("metrics.port".to_string(), "nine".to_string());
+        let err = BrokerConfig::from_properties(&props)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("metrics.port"), "{err}");
     }
 }

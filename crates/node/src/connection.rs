@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::metrics::RequestMetrics;
 use crate::net::Listener;
 
 /// Initial read buffer per connection.
@@ -41,6 +42,12 @@ pub enum Reply {
 pub trait RequestHandler: Clone + Send + Sync + 'static {
     /// Answers one frame (without its size prefix).
     fn handle(&self, frame: Bytes) -> impl Future<Output = Reply> + Send;
+
+    /// Where this listener's request latency goes (`keel_request_latency_seconds`), if
+    /// anywhere.
+    fn request_metrics(&self) -> Option<&RequestMetrics> {
+        None
+    }
 }
 
 /// Accepts connections until `shutdown` is cancelled, then stops them all; when this returns no
@@ -126,7 +133,16 @@ pub async fn handle_connection<S, H>(
         if shutdown.is_cancelled() {
             break Closed::Shutdown;
         }
-        match handler.handle(frame).await {
+        // Latency is from the whole frame's arrival to the answer being ready (Kafka's
+        // TotalTimeMs less the response send); tokio's clock, so a simulation measures its own
+        // time.
+        let api_key = keel_wire::keel_rpc::peek_api_key(&frame);
+        let started = tokio::time::Instant::now();
+        let reply = handler.handle(frame).await;
+        if let Some(metrics) = handler.request_metrics() {
+            metrics.observe(api_key, started.elapsed().as_secs_f64());
+        }
+        match reply {
             Reply::Send(bytes) => {
                 if let Err(e) = writer.write_all(&bytes).await {
                     break Closed::Io(e);

@@ -6,7 +6,8 @@
 //! * [`partition`]: one partition's log, high watermark (KIP-966 rule) and leader epoch;
 //! * [`handlers`]: one module per Kafka API;
 //! * [`server`]: the listener and per-connection request loop;
-//! * [`runtime`]: wiring it together — background tasks, signals, orderly shutdown.
+//! * [`runtime`]: wiring it together — background tasks, signals, orderly shutdown;
+//! * [`metrics`]: the Prometheus registry every node reports into and its `/metrics` endpoint.
 //!
 //! Wall-clock time and random ids come from [`clock::Clock`]; timers use `tokio::time`; files
 //! go through `keel_log::storage::Storage`; connections go through [`net::Network`] — so a
@@ -25,6 +26,7 @@ pub mod controller_server;
 pub mod error;
 pub mod handlers;
 pub mod metadata_log;
+pub mod metrics;
 pub mod net;
 pub mod partition;
 pub mod raft;

@@ -58,6 +58,8 @@ pub struct Ready {
     pub port: u16,
     /// `host:port` clients should use.
     pub bootstrap: String,
+    /// `host:port` of this process's `/metrics` endpoint, when `metrics.port` is set.
+    pub metrics: Option<String>,
 }
 
 /// The controller this process runs besides the broker, if any.
@@ -78,7 +80,9 @@ impl LocalController {
         let roles = &config.process_roles;
         if roles.iter().any(|r| r == "controller") {
             let controller = ControllerServerConfig::from_properties(&config.raw)?;
-            return Ok(LocalController::Combined(controller));
+            return Ok(LocalController::Combined(Self::reporting_with(
+                controller, config,
+            )));
         }
         if !config.controller_quorum_voters.is_empty() {
             return Ok(LocalController::None);
@@ -94,9 +98,21 @@ impl LocalController {
             "metadata.log.dir".into(),
             config.log_dirs[0].display().to_string(),
         );
-        Ok(LocalController::InProcess(
+        Ok(LocalController::InProcess(Self::reporting_with(
             ControllerServerConfig::from_properties(&props)?,
-        ))
+            config,
+        )))
+    }
+
+    /// The controller of a broker's process reports into the broker's registry, served by the
+    /// broker's endpoint (one per process).
+    fn reporting_with(
+        mut controller: ControllerServerConfig,
+        broker: &BrokerConfig,
+    ) -> ControllerServerConfig {
+        controller.metrics = broker.metrics.clone();
+        controller.metrics_endpoint = None;
+        controller
     }
 }
 
@@ -129,6 +145,28 @@ pub async fn run_observed(
     for key in &config.unknown_keys {
         warn!(key = %key, "unknown config key ignored");
     }
+    // The process's /metrics endpoint, first: a port in use stops the start at once.
+    let metrics_stop = CancellationToken::new();
+    let _stop_metrics = metrics_stop.clone().drop_guard();
+    let metrics_address = match &config.metrics_endpoint {
+        Some(endpoint) => {
+            let (_task, port) = crate::metrics::http::start(
+                endpoint,
+                network.as_ref(),
+                config.metrics.clone(),
+                metrics_stop.clone(),
+            )
+            .await?;
+            Some(endpoint.describe(port))
+        }
+        None => None,
+    };
+    let on_ready = move |ready: &Ready| {
+        on_ready(&Ready {
+            metrics: metrics_address,
+            ..ready.clone()
+        })
+    };
     let local_controller = LocalController::for_broker(&config)?;
     let mut in_process_listener = None;
     let (network, voters): (Arc<dyn Network>, Vec<String>) = match &local_controller {
@@ -323,6 +361,7 @@ async fn run_broker(
     let ready = Ready {
         port,
         bootstrap: format!("{}:{}", advertised.host, advertised.port),
+        metrics: None,
     };
 
     // Register (retrying until the controller answers or we are told to stop).

@@ -18,6 +18,10 @@ use crate::handlers;
 pub struct BrokerHandler(pub Arc<Broker>);
 
 impl RequestHandler for BrokerHandler {
+    fn request_metrics(&self) -> Option<&crate::metrics::RequestMetrics> {
+        Some(&self.0.request_metrics)
+    }
+
     async fn handle(&self, frame: Bytes) -> Reply {
         if keel_wire::keel_rpc::peek_api_key(&frame)
             == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)

@@ -312,7 +312,11 @@ impl Broker {
         if meta.leader == Some(local) {
             if let Replica::Leader(leader) = &mut *replica {
                 if !leader.has_ended() && leader.leader_epoch() == meta.leader_epoch {
+                    // An ISR change the controller made (fencing, controlled shutdown) or this
+                    // leader's own, if its answer has not arrived yet: counted once either way.
+                    let isr_before = leader.isr().clone();
                     commands.extend(leader.on_partition_metadata(&meta, now));
+                    self.metrics.count_isr_change(&isr_before, leader.isr());
                     for broker in &meta.replicas {
                         let id = CBrokerId(broker.0);
                         let new = image.broker(id).map(registration);

@@ -37,6 +37,7 @@ use crate::clock::Clock;
 use crate::cluster::controller_channel::ControllerChannel;
 use crate::config::BrokerConfig;
 use crate::error::ApiError;
+use crate::metrics::{BrokerMetrics, RequestMetrics};
 use crate::net::Network;
 use crate::partition::Partition;
 use crate::topic_config::{self, EffectiveTopicConfig};
@@ -126,6 +127,11 @@ pub struct Broker {
     alter_partition: mpsc::UnboundedSender<AlterPartitionJob>,
     network: Arc<dyn Network>,
     controller: ControllerChannel,
+    /// This broker's series in `config.metrics` (bytes and records, ISR changes, partition
+    /// gauges).
+    pub metrics: BrokerMetrics,
+    /// The broker listener's request latency.
+    pub request_metrics: RequestMetrics,
 }
 
 impl Broker {
@@ -187,6 +193,8 @@ impl Broker {
             controller_voters,
             format!("keel-broker-{}", config.node_id),
         );
+        let metrics = config.metrics.broker(config.node_id);
+        let request_metrics = config.metrics.requests(config.node_id, "broker");
         Ok((
             Broker {
                 config,
@@ -203,6 +211,8 @@ impl Broker {
                 alter_partition,
                 network,
                 controller,
+                metrics,
+                request_metrics,
             },
             jobs,
         ))

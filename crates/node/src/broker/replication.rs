@@ -16,6 +16,7 @@ use tracing::{debug, info, warn};
 use tokio::sync::oneshot;
 
 use super::{AlterPartitionJob, Broker};
+use crate::metrics::PartitionCounts;
 use crate::partition::{epoch_view, AppendResult, Partition, PartitionError, Replica};
 
 /// Answers an acks=all request once the high watermark covers it (or with its error).
@@ -139,18 +140,28 @@ impl Broker {
     }
 
     /// Ticks every partition this broker leads: produce timeouts, ISR shrink, AlterPartition
-    /// retries, the high watermark.
+    /// retries, the high watermark. The same sweep sets the partition gauges (hosted, led,
+    /// under-replicated, under min ISR).
     pub fn tick_leaders(&self) {
         let now = self.now();
+        let mut counts = PartitionCounts::default();
         for partition in self.all_partitions() {
+            counts.hosted += 1;
             let commands = match partition.lock_replica().as_leader() {
-                Some(leader) => leader.tick(now),
+                Some(leader) => {
+                    counts.led += 1;
+                    counts.under_replicated +=
+                        u64::from(leader.isr().len() < leader.replicas().len());
+                    counts.under_min_isr += u64::from(leader.is_under_min_isr());
+                    leader.tick(now)
+                }
                 None => continue,
             };
             if !commands.is_empty() {
                 self.execute(&partition, commands);
             }
         }
+        self.metrics.set_partition_counts(counts);
     }
 
     /// The controller answered (or failed to answer) an AlterPartition.
@@ -167,7 +178,14 @@ impl Broker {
         }
         let now = self.now();
         let commands = match partition.lock_replica().as_leader() {
-            Some(leader) => leader.on_alter_partition_response(job.proposal.id, &answer, now),
+            Some(leader) => {
+                let isr_before = leader.isr().clone();
+                let commands = leader.on_alter_partition_response(job.proposal.id, &answer, now);
+                if matches!(answer, AlterPartitionResponse::Committed { .. }) {
+                    self.metrics.count_isr_change(&isr_before, leader.isr());
+                }
+                commands
+            }
             None => return,
         };
         if let AlterPartitionResponse::Error(e) = &answer {
@@ -246,6 +264,7 @@ impl Broker {
                         match log.append_as_follower(bytes, self.clock.now_ms()) {
                             Ok(_) => {
                                 grew = true;
+                                self.metrics.replication_bytes_in.inc_by(bytes.len() as u64);
                                 let end = repl::Offset(log.log_end_offset().0);
                                 match follower.on_appended(end) {
                                     Ok(more) => next.extend(more),
@@ -328,6 +347,10 @@ impl Broker {
                 let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
                 (info, log.log_end_offset(), log.log_start_offset())
             };
+            self.metrics.bytes_in.inc_by(records.len() as u64);
+            self.metrics
+                .records_in
+                .inc_by(u64::try_from(end.0 - info.first_offset.0).unwrap_or(0));
             commands = leader
                 .on_leader_append(repl::Offset(end.0), now)
                 .map_err(|e| AppendError::Internal(e.to_string()))?;

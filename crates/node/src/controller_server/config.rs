@@ -96,6 +96,12 @@ pub struct ControllerServerConfig {
     /// controller's properties: the defaults stamped on new topics that do not set them
     /// (as `min.insync.replicas` is).
     pub topic_defaults: BTreeMap<String, String>,
+    /// `metrics.port` / `metrics.host`: where a controller process serves `/metrics` (`None` =
+    /// off, the default). Host default: the controller listener's. Served by [`super::run`];
+    /// in combined mode the broker's endpoint serves both roles.
+    pub metrics_endpoint: Option<crate::metrics::MetricsEndpoint>,
+    /// The registry this controller reports into (not a property; see `BrokerConfig::metrics`).
+    pub metrics: crate::metrics::Metrics,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -238,7 +244,11 @@ impl ControllerServerConfig {
             }
         };
 
+        let metrics_endpoint =
+            crate::metrics::MetricsEndpoint::from_properties(props, &listener.host)?;
         Ok(ControllerServerConfig {
+            metrics_endpoint,
+            metrics: crate::metrics::Metrics::new(),
             node_id,
             also_broker,
             listener,
@@ -398,5 +408,25 @@ mod tests {
         assert!(with("log.dirs", None).contains("metadata.log.dir"));
         assert!(with("broker.session.timeout.ms", Some("0")).contains("broker.session.timeout.ms"));
         assert!(with("num.partitions", Some("x")).contains("num.partitions"));
+        assert!(with("metrics.port", Some("70000")).contains("metrics.port"));
+    }
+
+    // Shows: metrics.port is off by default; set, the endpoint binds the controller listener's
+    // host unless metrics.host says otherwise (issue 7, "Metrics").
+    #[test]
+    fn metrics_endpoint_defaults_to_the_listener_host() {
+        let base = [
+            ("node.id", "1"),
+            ("process.roles", "controller"),
+            ("listeners", "CONTROLLER://10.0.0.5:9093"),
+            ("log.dirs", "/a"),
+        ];
+        let config = ControllerServerConfig::from_properties(&props(&base)).unwrap();
+        assert_eq!(config.metrics_endpoint, None);
+        let mut with_port = props(&base);
+        with_port.insert("metrics.port".into(), "9465".into());
+        let config = ControllerServerConfig::from_properties(&with_port).unwrap();
+        let endpoint = config.metrics_endpoint.unwrap();
+        assert_eq!((endpoint.host.as_str(), endpoint.port), ("10.0.0.5", 9465));
     }
 }

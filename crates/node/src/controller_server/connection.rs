@@ -33,6 +33,10 @@ impl std::fmt::Debug for ControllerHandler {
 }
 
 impl RequestHandler for ControllerHandler {
+    fn request_metrics(&self) -> Option<&crate::metrics::RequestMetrics> {
+        Some(&self.settings.request_metrics)
+    }
+
     async fn handle(&self, frame: Bytes) -> Reply {
         if keel_rpc::peek_api_key(&frame).is_some_and(keel_rpc::is_raft_key) {
             return match crate::raft::rpc::handle(&self.raft, frame).await {

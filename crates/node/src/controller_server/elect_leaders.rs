@@ -131,8 +131,22 @@ pub(super) async fn handle(
             let elections: Vec<(TopicPartition, ElectionType)> =
                 targets.iter().map(|(_, _, tp, e)| (*tp, *e)).collect();
             let results = s.commit(|c, now_ms| c.elect_each(&elections, now_ms))?;
-            for ((name, index, _, _), result) in targets.into_iter().zip(results) {
+            for ((name, index, _, this), result) in targets.into_iter().zip(results) {
                 let answer = match result.result {
+                    Err(code @ ErrorCode::InvalidReplicaAssignment) if manual(this).is_some() => {
+                        let b = manual(this).unwrap_or_default();
+                        let m = format!("broker {b} is not a replica of this partition");
+                        (name, index, code.code(), Some(m))
+                    }
+                    Err(code @ ErrorCode::EligibleLeadersNotAvailable)
+                        if manual(this).is_some() =>
+                    {
+                        let b = manual(this).unwrap_or_default();
+                        let m = format!(
+                            "broker {b} is not live (fenced, shutting down or not registered)"
+                        );
+                        (name, index, code.code(), Some(m))
+                    }
                     Ok(ElectionOutcome::Elected { warning: false, .. }) => (name, index, 0, None),
                     Ok(ElectionOutcome::Elected { warning: true, .. }) => {
                         (name, index, 0, Some(UNCLEAN_WARNING.to_string()))
@@ -173,4 +187,12 @@ pub(super) async fn handle(
     Ok(ElectLeadersResponse::default()
         .with_error_code(0)
         .with_replica_election_results(results))
+}
+
+/// The broker a manual election names.
+fn manual(election: ElectionType) -> Option<i32> {
+    match election {
+        ElectionType::Manual(b) => Some(b.0),
+        _ => None,
+    }
 }

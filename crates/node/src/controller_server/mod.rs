@@ -81,6 +81,8 @@ pub enum ControllerServerError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Metrics(#[from] crate::metrics::http::MetricsBindError),
 }
 
 /// What handlers need besides the controller task.
@@ -98,6 +100,8 @@ pub(crate) struct Settings {
     pub socket_request_max_bytes: usize,
     /// `controller.quorum.voters` (node id, `host:port`), for DescribeCluster and leader hints.
     pub voters: Vec<(i32, String)>,
+    /// The controller listener's request latency.
+    pub request_metrics: crate::metrics::RequestMetrics,
 }
 
 /// Where the controller's metadata log directory comes from.
@@ -138,7 +142,8 @@ pub async fn bind_tcp(
 }
 
 /// Runs the controller role on its TCP listener until `shutdown` is cancelled (see
-/// [`serve`]); `on_ready` gets the bound address.
+/// [`serve`]); `on_ready` gets the bound address. With `metrics.port` set, this process's
+/// `/metrics` endpoint runs alongside.
 pub async fn run(
     config: ControllerServerConfig,
     storage: Arc<dyn Storage>,
@@ -153,7 +158,21 @@ pub async fn run(
             addr: format!("{}:{}", endpoint.host, endpoint.port),
             source,
         })?;
-    serve(
+    let metrics_stop = shutdown.child_token();
+    let metrics_task = match &config.metrics_endpoint {
+        Some(metrics_endpoint) => Some(
+            crate::metrics::http::start(
+                metrics_endpoint,
+                &crate::net::TcpNetwork,
+                config.metrics.clone(),
+                metrics_stop.clone(),
+            )
+            .await?
+            .0,
+        ),
+        None => None,
+    };
+    let result = serve(
         config,
         MetadataDir::Own,
         storage,
@@ -164,7 +183,12 @@ pub async fn run(
         shutdown,
         || on_ready(local),
     )
-    .await
+    .await;
+    metrics_stop.cancel();
+    if let Some(task) = metrics_task {
+        let _ = task.await;
+    }
+    result
 }
 
 /// Runs the controller role on `listener` until `shutdown` is cancelled: opens the formatted
@@ -245,7 +269,9 @@ pub async fn serve_observed<L: crate::net::Listener>(
         topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
         voters: config.quorum_voters.clone(),
+        request_metrics: config.metrics.requests(config.node_id, "controller"),
     });
+    let controller_metrics = config.metrics.controller(config.node_id);
     info!(
         node_id = config.node_id,
         %cluster_id,
@@ -278,6 +304,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
                 .then_some(keel_controller::types::BrokerId(config.node_id)),
             elr_default: config.eligible_leader_replicas_enable,
             lease: timing.rpc_timeout(),
+            metrics: controller_metrics.clone(),
         },
         commands_tx,
         view,
@@ -309,6 +336,8 @@ pub async fn serve_observed<L: crate::net::Listener>(
         Ok(result) => result.map_err(ControllerServerError::from),
         Err(join) => Err(ControllerServerError::Task(join.to_string())),
     };
+    // A stopped controller is not the active one.
+    controller_metrics.publish(crate::metrics::ControllerSnapshot::default());
     if let Err(e) = raft.shutdown().await {
         warn!(error = %e, "the Raft core did not stop cleanly");
     }

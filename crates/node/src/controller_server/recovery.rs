@@ -1,29 +1,38 @@
-//! Executing the Unclean Recovery Manager's commands (KIP-966): `SendGetReplicaLogInfo` asks a
-//! replica over its broker listener (Keel's RPC, `keel_wire::keel_rpc`) and feeds each
-//! partition's answer back to the controller task; `ScheduleRecoveryTimeout` calls
-//! `recovery_timeout` when due. A request that fails (connection refused, timeout, an error
-//! answer) is reported after a back-off, and the URM decides whether to ask again.
+//! Executing the Unclean Recovery Manager's commands (KIP-966). `ScheduleRecoveryTimeout` calls
+//! `recovery_timeout` when due. `SendGetReplicaLogInfo` goes to the **Broker Request Sender**
+//! (the KIP's BRS): one task per broker, on its own (away from the controller's event loop),
+//! with a queue of pending requests. A request waiting in the queue while another is in flight
+//! is merged with everything else queued for that broker into one GetReplicaLogInfo (Keel's RPC,
+//! `keel_wire::keel_rpc`) over a connection the task keeps open. A request that cannot be sent
+//! (connection refused, reset, timed out, an error answer) is retried until
+//! [`RETRY_TIMEOUT_MS`] passes, then its failure is handed to the controller as one event
+//! (`recovery_request_failed`), and the URM decides whether to ask again. Every answer is
+//! handed to the controller as one event for the whole response (`recovery_answer` per
+//! partition, in that one event), never applied from the sender's task.
 //!
 //! The URM's decisions stay in the pure `keel_controller::recovery`; this is only transport.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use keel_controller::recovery::{Command, ReplicaLogInfo};
 use keel_controller::types::{BrokerEpoch, BrokerId, LeaderEpoch, Offset, TopicPartition};
+use keel_controller::ErrorCode;
 use keel_wire::keel_rpc::{GetReplicaLogInfoRequest, GetReplicaLogInfoResponse};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::state::ControllerHandle;
 use crate::client::Connection;
 use crate::clock::Clock;
-use crate::net::Network;
+use crate::net::{BoxStream, Network};
 
-/// Wait before a failed GetReplicaLogInfo is reported (and so asked again).
+/// Wait between two attempts to send one GetReplicaLogInfo.
 const RETRY_BACKOFF_MS: u64 = 500;
+/// How long one request is retried before its failure goes to the controller.
+const RETRY_TIMEOUT_MS: u64 = 3_000;
 /// Least time between two GetReplicaLogInfo requests to one broker (a stale answer is asked
 /// again: this keeps a broker whose metadata lags from being asked in a tight loop).
 const MIN_ASK_INTERVAL_MS: u64 = 100;
@@ -39,7 +48,8 @@ pub(super) async fn run(
     node_id: i32,
     stop: CancellationToken,
 ) {
-    let mut last_ask: BTreeMap<BrokerId, tokio::time::Instant> = BTreeMap::new();
+    let mut queues: BTreeMap<BrokerId, mpsc::UnboundedSender<Vec<TopicPartition>>> =
+        BTreeMap::new();
     let mut tasks = tokio::task::JoinSet::new();
     loop {
         let command = tokio::select! {
@@ -53,17 +63,20 @@ pub(super) async fn run(
         while tasks.try_join_next().is_some() {}
         match command {
             Command::SendGetReplicaLogInfo { broker, partitions } => {
-                let now = tokio::time::Instant::now();
-                let earliest = last_ask
-                    .get(&broker)
-                    .map_or(now, |t| *t + Duration::from_millis(MIN_ASK_INTERVAL_MS));
-                let at = earliest.max(now);
-                last_ask.insert(broker, at);
-                let (handle, network) = (handle.clone(), network.clone());
-                tasks.spawn(async move {
-                    tokio::time::sleep_until(at).await;
-                    ask(&handle, network.as_ref(), node_id, broker, partitions).await;
+                let queue = queues.entry(broker).or_insert_with(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let sender = BrokerSender {
+                        handle: handle.clone(),
+                        network: network.clone(),
+                        node_id,
+                        broker,
+                        connection: None,
+                    };
+                    tasks.spawn(sender.run(rx));
+                    tx
                 });
+                // The task ends only with the controller; a closed queue means it is stopping.
+                let _ = queue.send(partitions);
             }
             Command::ScheduleRecoveryTimeout { partition, at_ms } => {
                 let now_ms = u64::try_from(clock.now_ms()).unwrap_or(0);
@@ -83,104 +96,192 @@ pub(super) async fn run(
             }
         }
     }
+    drop(queues);
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
 }
 
-/// Asks `broker` about `partitions` and reports every answer (or the failure).
-async fn ask(
-    handle: &ControllerHandle,
-    network: &dyn Network,
+/// One broker's queue of GetReplicaLogInfo requests.
+struct BrokerSender {
+    handle: ControllerHandle,
+    network: Arc<dyn Network>,
     node_id: i32,
     broker: BrokerId,
-    partitions: Vec<TopicPartition>,
-) {
-    let endpoint = handle
-        .call(move |state| {
-            Ok(state.controller().image().broker(broker).and_then(|r| {
-                r.listeners
-                    .first()
-                    .map(|l| format!("{}:{}", l.host, l.port))
-            }))
-        })
-        .await
-        .ok()
-        .flatten();
-    let result = match endpoint {
-        Some(addr) => request(network, &addr, node_id, &partitions).await,
-        None => Err(anyhow::anyhow!(
-            "broker {broker} has no registered endpoint"
-        )),
-    };
-    let response = match result {
-        Ok(response) if response.error_code == 0 => response,
-        Ok(response) => {
-            debug!(%broker, error_code = response.error_code, "GetReplicaLogInfo refused");
-            return report_failure(handle, broker, partitions).await;
-        }
-        Err(e) => {
-            debug!(%broker, error = %e, "GetReplicaLogInfo failed");
-            return report_failure(handle, broker, partitions).await;
-        }
-    };
-    let mut failed = Vec::new();
-    for tp in partitions {
-        let answer = response
-            .topics
-            .iter()
-            .filter(|(topic, _)| *topic == tp.topic.0)
-            .flat_map(|(_, answers)| answers.iter())
-            .find(|a| u32::try_from(a.partition).ok() == Some(tp.partition));
-        let Some(answer) = answer.filter(|a| a.error_code == 0) else {
-            failed.push(tp);
-            continue;
-        };
-        let info = ReplicaLogInfo {
-            log_end_offset: Offset(answer.log_end_offset),
-            last_leader_epoch: LeaderEpoch(answer.last_written_leader_epoch),
-            broker_epoch: BrokerEpoch(response.broker_epoch),
-            partition_leader_epoch: LeaderEpoch(answer.current_leader_epoch),
-        };
-        let outcome = handle
-            .call(move |state| {
-                state.commit(|c, now_ms| c.recovery_answer(tp, broker, info, now_ms))
-            })
-            .await;
-        match outcome {
-            Ok(Ok(Some(leader))) => {
-                info!(partition = ?tp, %leader, "unclean recovery elected a leader")
-            }
-            Ok(Ok(None)) => debug!(partition = ?tp, %broker, "unclean recovery answer recorded"),
-            Ok(Err(code)) => {
-                debug!(partition = ?tp, %broker, ?code, "unclean recovery answer rejected; asking again")
-            }
-            Err(_) => return,
-        }
-    }
-    if !failed.is_empty() {
-        report_failure(handle, broker, failed).await;
-    }
+    connection: Option<(String, Connection<BoxStream>)>,
 }
 
-async fn report_failure(
-    handle: &ControllerHandle,
-    broker: BrokerId,
-    partitions: Vec<TopicPartition>,
-) {
-    tokio::time::sleep(Duration::from_millis(RETRY_BACKOFF_MS)).await;
-    let outcome = handle
-        .call(move |state| {
-            state.commit(|c, now_ms| c.recovery_request_failed(broker, &partitions, now_ms))
-        })
-        .await;
-    if outcome.is_err() {
-        warn!(%broker, "controller stopped while reporting a failed GetReplicaLogInfo");
+impl BrokerSender {
+    async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Vec<TopicPartition>>) {
+        while let Some(first) = queue.recv().await {
+            // Merge everything queued meanwhile into one request.
+            let mut partitions: BTreeSet<TopicPartition> = first.into_iter().collect();
+            while let Ok(more) = queue.try_recv() {
+                partitions.extend(more);
+            }
+            let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
+            match self.send_with_retries(&partitions).await {
+                Ok(response) => self.report_answers(response, partitions).await,
+                Err(e) => {
+                    debug!(broker = %self.broker, error = %e, "GetReplicaLogInfo failed");
+                    self.report_failure(partitions).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(MIN_ASK_INTERVAL_MS)).await;
+        }
+    }
+
+    async fn send_with_retries(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> anyhow::Result<GetReplicaLogInfoResponse> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(RETRY_TIMEOUT_MS);
+        loop {
+            let result = self.send(partitions).await;
+            match result {
+                Ok(response) => return Ok(response),
+                Err(e) if tokio::time::Instant::now() >= deadline => return Err(e),
+                Err(e) => {
+                    debug!(broker = %self.broker, error = %e, "GetReplicaLogInfo failed; retrying");
+                    self.connection = None;
+                    tokio::time::sleep(Duration::from_millis(RETRY_BACKOFF_MS)).await;
+                }
+            }
+        }
+    }
+
+    async fn send(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> anyhow::Result<GetReplicaLogInfoResponse> {
+        let broker = self.broker;
+        let endpoint = self
+            .handle
+            .call(move |state| {
+                Ok(state.controller().image().broker(broker).and_then(|r| {
+                    r.listeners
+                        .first()
+                        .map(|l| format!("{}:{}", l.host, l.port))
+                }))
+            })
+            .await
+            .map_err(|_| anyhow::anyhow!("the controller is not active"))?
+            .ok_or_else(|| anyhow::anyhow!("broker {broker} has no registered endpoint"))?;
+        // A re-registered broker may listen elsewhere.
+        if self
+            .connection
+            .as_ref()
+            .is_some_and(|(addr, _)| *addr != endpoint)
+        {
+            self.connection = None;
+        }
+        let client_id = format!("keel-controller-{}-recovery", self.node_id);
+        let call = async {
+            if self.connection.is_none() {
+                let connection =
+                    Connection::connect(self.network.as_ref(), &endpoint, &client_id).await?;
+                self.connection = Some((endpoint.clone(), connection));
+            }
+            let (_, connection) = self.connection.as_mut().expect("connected above");
+            request(connection, &client_id, self.node_id, partitions).await
+        };
+        let outcome = tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), call).await;
+        let response = match outcome {
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                self.connection = None;
+                return Err(e);
+            }
+            Err(_) => {
+                // A late answer must not be read as the next request's.
+                self.connection = None;
+                anyhow::bail!("GetReplicaLogInfo to {endpoint} timed out");
+            }
+        };
+        if response.error_code != 0 {
+            anyhow::bail!("broker {broker} refused: error {}", response.error_code);
+        }
+        Ok(response)
+    }
+
+    /// Hands the answers to the controller as one event.
+    async fn report_answers(
+        &mut self,
+        response: GetReplicaLogInfoResponse,
+        partitions: Vec<TopicPartition>,
+    ) {
+        let broker = self.broker;
+        let mut answers: Vec<(TopicPartition, ReplicaLogInfo)> = Vec::new();
+        let mut failed = Vec::new();
+        for tp in partitions {
+            let answer = response
+                .topics
+                .iter()
+                .filter(|(topic, _)| *topic == tp.topic.0)
+                .flat_map(|(_, answers)| answers.iter())
+                .find(|a| u32::try_from(a.partition).ok() == Some(tp.partition));
+            match answer.filter(|a| a.error_code == 0) {
+                Some(a) => answers.push((
+                    tp,
+                    ReplicaLogInfo {
+                        log_end_offset: Offset(a.log_end_offset),
+                        last_leader_epoch: LeaderEpoch(a.last_written_leader_epoch),
+                        broker_epoch: BrokerEpoch(response.broker_epoch),
+                        partition_leader_epoch: LeaderEpoch(a.current_leader_epoch),
+                    },
+                )),
+                None => failed.push(tp),
+            }
+        }
+        let outcomes = self
+            .handle
+            .call(move |state| {
+                let mut outcomes: Vec<(TopicPartition, Result<Option<BrokerId>, ErrorCode>)> =
+                    Vec::new();
+                for (tp, info) in answers {
+                    let outcome =
+                        state.commit(|c, now_ms| c.recovery_answer(tp, broker, info, now_ms))?;
+                    outcomes.push((tp, outcome));
+                }
+                Ok(outcomes)
+            })
+            .await;
+        let Ok(outcomes) = outcomes else {
+            return;
+        };
+        for (tp, outcome) in outcomes {
+            match outcome {
+                Ok(Some(leader)) => {
+                    info!(partition = ?tp, %leader, "unclean recovery elected a leader")
+                }
+                Ok(None) => debug!(partition = ?tp, %broker, "unclean recovery answer recorded"),
+                Err(code) => {
+                    debug!(partition = ?tp, %broker, ?code, "unclean recovery answer rejected; asking again")
+                }
+            }
+        }
+        if !failed.is_empty() {
+            self.report_failure(failed).await;
+        }
+    }
+
+    /// Hands a failed request to the controller as one event (the URM asks again).
+    async fn report_failure(&mut self, partitions: Vec<TopicPartition>) {
+        let broker = self.broker;
+        let outcome = self
+            .handle
+            .call(move |state| {
+                state.commit(|c, now_ms| c.recovery_request_failed(broker, &partitions, now_ms))
+            })
+            .await;
+        if outcome.is_err() {
+            debug!(%broker, "controller not active while reporting a failed GetReplicaLogInfo");
+        }
     }
 }
 
 async fn request(
-    network: &dyn Network,
-    addr: &str,
+    connection: &mut Connection<BoxStream>,
+    client_id: &str,
     node_id: i32,
     partitions: &[TopicPartition],
 ) -> anyhow::Result<GetReplicaLogInfoResponse> {
@@ -195,15 +296,8 @@ async fn request(
         broker_id: node_id,
         topics: topics.into_iter().collect(),
     };
-    let call = async {
-        let client_id = format!("keel-controller-{node_id}-recovery");
-        let mut connection = Connection::connect(network, addr, &client_id).await?;
-        let (correlation_id, frame) = connection
-            .call_raw(|correlation_id| request.encode(correlation_id, &client_id))
-            .await?;
-        anyhow::Ok(GetReplicaLogInfoResponse::decode(frame, correlation_id)?)
-    };
-    tokio::time::timeout(Duration::from_millis(REQUEST_TIMEOUT_MS), call)
-        .await
-        .map_err(|_| anyhow::anyhow!("GetReplicaLogInfo to {addr} timed out"))?
+    let (correlation_id, frame) = connection
+        .call_raw(|correlation_id| request.encode(correlation_id, client_id))
+        .await?;
+    Ok(GetReplicaLogInfoResponse::decode(frame, correlation_id)?)
 }

@@ -27,13 +27,14 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use keel_controller::recovery::Command;
 use keel_controller::types::{BrokerId, MetadataOffset};
-use keel_controller::{Controller, ControllerConfig, Output, ReplayError};
+use keel_controller::{Controller, ControllerConfig, Output, Record, ReplayError};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::clock::Clock;
 use crate::metadata_log::MetadataLogError;
+use crate::metrics::{ControllerMetrics, ControllerSnapshot};
 use crate::raft::state_machine::StateMachine;
 use crate::raft::{self, MetadataWrite, Raft};
 
@@ -130,6 +131,8 @@ pub struct ControllerState {
         tokio::time::Instant,
     )>,
     view: watch::Sender<QuorumView>,
+    /// Where the controller's gauges are published and its elections counted.
+    report: ControllerMetrics,
 }
 
 impl std::fmt::Debug for ControllerState {
@@ -149,6 +152,7 @@ pub struct StateSettings {
     pub expire_on_first_activation: Option<BrokerId>,
     pub elr_default: bool,
     pub lease: Duration,
+    pub metrics: ControllerMetrics,
 }
 
 impl ControllerState {
@@ -175,6 +179,7 @@ impl ControllerState {
             lease: settings.lease,
             metrics: None,
             view,
+            report: settings.metrics,
         }
     }
 
@@ -238,12 +243,25 @@ impl ControllerState {
             let first = active.controller.next_offset();
             for (index, record) in output.records.iter().enumerate() {
                 let offset = MetadataOffset(first.0 + index as i64);
+                let changed = match record {
+                    Record::PartitionChange(change) => active
+                        .controller
+                        .partition(change.partition)
+                        .cloned()
+                        .map(|before| (change.partition, before)),
+                    _ => None,
+                };
                 active.controller.replay(offset, record).map_err(|source| {
                     ControllerStateError::Replay {
                         offset: offset.0,
                         source,
                     }
                 })?;
+                if let Some((tp, before)) = changed {
+                    if let Some(after) = active.controller.partition(tp) {
+                        self.report.count_election(&before, after);
+                    }
+                }
             }
             let write = MetadataWrite {
                 first_offset: first.0,
@@ -287,7 +305,18 @@ impl ControllerState {
         for broker in fenced {
             info!(%broker, "broker session expired: fenced");
         }
+        self.publish_metrics();
         Ok(())
+    }
+
+    /// Publishes the gauges a scrape reads: the active controller's view, or a standby's
+    /// zeros.
+    fn publish_metrics(&self) {
+        let snapshot = match &self.active {
+            Some(active) => ControllerSnapshot::of(&active.controller),
+            None => ControllerSnapshot::default(),
+        };
+        self.report.publish(snapshot);
     }
 
     /// Records new Raft metrics.
@@ -340,6 +369,9 @@ impl ControllerState {
             active: self.active.is_some(),
             ..view
         };
+        if view.active != self.view.borrow().active {
+            self.publish_metrics();
+        }
         self.view.send_if_modified(|v| {
             let changed = *v != view;
             *v = view;

@@ -291,10 +291,10 @@ mod tests {
             }))
     }
 
-    /// (topic, [partition indexes]) per answered topic, and the next cursor.
-    fn summary(
-        r: &DescribeTopicPartitionsResponse,
-    ) -> (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>) {
+    /// (topic, error code, [partition indexes]) per answered topic, and the next cursor.
+    type Summary = (Vec<(String, i16, Vec<i32>)>, Option<(String, i32)>);
+
+    fn summary(r: &DescribeTopicPartitionsResponse) -> Summary {
         let topics = r
             .topics
             .iter()

@@ -83,6 +83,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             || request.topics.is_empty()
             || Instant::now() >= deadline;
         if done {
+            count_sent(broker, fetcher, &round.response);
             return finish(broker, round.response, &leaders, version);
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
@@ -93,7 +94,30 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             // Deadline reached (or the broker is shutting down): answer with what is there.
             _ => {
                 let round = read_round(broker, &request, &plans, fetcher, &mut leaders);
+                count_sent(broker, fetcher, &round.response);
                 return finish(broker, round.response, &leaders, version);
+            }
+        }
+    }
+}
+
+/// Counts what an answer sends: bytes and records to a consumer, bytes to a follower.
+fn count_sent(broker: &Broker, fetcher: Fetcher, response: &FetchResponse) {
+    let metrics = &broker.metrics;
+    let sent = response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.as_deref());
+    for records in sent {
+        match fetcher {
+            Fetcher::Consumer => {
+                let (count, bytes) = crate::metrics::batch_totals(records);
+                metrics.records_out.inc_by(count);
+                metrics.bytes_out.inc_by(bytes);
+            }
+            Fetcher::Follower { .. } => {
+                metrics.replication_bytes_out.inc_by(records.len() as u64);
             }
         }
     }

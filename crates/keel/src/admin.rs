@@ -1,0 +1,899 @@
+//! `keel topics | configs | elect | status`: the operator's commands against any running
+//! cluster, over the Kafka protocol to one bootstrap broker (like Kafka's `kafka-topics.sh`,
+//! `kafka-configs.sh` and `kafka-leader-election.sh`). Partitions are described with
+//! DescribeTopicPartitions (API 75), so the ELR, the LastKnownELR and Keel's status tag (what a
+//! leaderless partition waits for, `keel_wire::keel_ext`) are shown; elections go through
+//! ElectLeaders (API 43) with Keel's tagged fields for a named leader and a Balanced recovery.
+//! Every listing has `--json` for scripts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use keel_node::client::Connection;
+use keel_node::net::{BoxStream, TcpNetwork};
+use keel_wire::kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig,
+};
+use keel_wire::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use keel_wire::kafka_protocol::messages::describe_topic_partitions_request::{
+    Cursor, TopicRequest,
+};
+use keel_wire::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use keel_wire::kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, MetadataRequest,
+    MetadataResponse, TopicName,
+};
+use keel_wire::kafka_protocol::protocol::StrBytes;
+use keel_wire::keel_ext::{self, PartitionStatusCode, RecoveryModeField, RECOVERY_STARTED};
+use keel_wire::ResponseError;
+use serde::Serialize;
+
+/// Where the commands connect (a broker's client listener).
+#[derive(Args, Debug, Clone)]
+pub struct Bootstrap {
+    /// A broker of the cluster, `host:port` (`keel dev` listens on 127.0.0.1:9092).
+    #[arg(
+        long = "bootstrap-server",
+        default_value = "127.0.0.1:9092",
+        global = true
+    )]
+    bootstrap: String,
+}
+
+/// `keel topics ...`
+#[derive(Subcommand, Debug)]
+pub enum TopicsCommand {
+    /// Create a topic.
+    Create {
+        /// Topic name.
+        name: String,
+        /// Partitions (the cluster's `num.partitions` when omitted).
+        #[arg(long)]
+        partitions: Option<i32>,
+        /// Replication factor (the cluster's `default.replication.factor` when omitted).
+        #[arg(long)]
+        replication_factor: Option<i16>,
+        /// A topic config, `key=value` (repeatable).
+        #[arg(long = "config", value_name = "KEY=VALUE")]
+        configs: Vec<String>,
+    },
+    /// List topic names.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Describe partitions: leader, leader epoch, replicas, ISR, ELR, LastKnownELR, offline
+    /// replicas and what a leaderless partition waits for.
+    Describe {
+        /// Topics (every topic when none is named).
+        names: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a topic.
+    Delete {
+        /// Topic name.
+        name: String,
+    },
+}
+
+/// `keel configs ...`
+#[derive(Subcommand, Debug)]
+pub enum ConfigsCommand {
+    /// Show a topic's configs (explicitly set ones; `--all` for every effective value).
+    Get {
+        #[command(flatten)]
+        target: ConfigTarget,
+        /// Every config, with its source, not only the ones set on the topic.
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set (`key=value`) or delete (`--delete key`) configs of a topic or the cluster default.
+    Set {
+        #[command(flatten)]
+        target: ConfigTarget,
+        /// `key=value` pairs to set.
+        #[arg(value_name = "KEY=VALUE")]
+        pairs: Vec<String>,
+        /// Keys to delete (back to the default).
+        #[arg(long = "delete", value_name = "KEY")]
+        deletes: Vec<String>,
+    },
+}
+
+/// Whose configs.
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct ConfigTarget {
+    /// A topic.
+    #[arg(long)]
+    topic: Option<String>,
+    /// The cluster-wide default (set/delete only; e.g. `min.insync.replicas`,
+    /// `unclean.recovery.strategy`, `eligible.leader.replicas.enable`).
+    #[arg(long)]
+    cluster: bool,
+    /// A broker's static configuration (get only).
+    #[arg(long)]
+    broker: Option<i32>,
+}
+
+/// `keel elect ...`
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// The topic (with `--partition`), or every partition of the cluster with `--all`.
+    #[arg(long, required_unless_present = "all")]
+    topic: Option<String>,
+    /// Partition indexes (repeatable; every partition of the topic when omitted).
+    #[arg(long = "partition")]
+    partitions: Vec<i32>,
+    /// Every partition of every topic (preferred or unclean only).
+    #[arg(long, conflicts_with_all = ["topic", "leader"])]
+    all: bool,
+    /// Elect the preferred (first) replica.
+    #[arg(long, group = "kind")]
+    preferred: bool,
+    /// Elect a clean candidate, else start KIP-966's unclean recovery (the replica with the
+    /// longest log of the highest epoch).
+    #[arg(long, group = "kind")]
+    unclean: bool,
+    /// With `--unclean`: a Balanced recovery (wait for every LastKnownELR member) instead of
+    /// Proactive (elect after 5 s with whoever answered).
+    #[arg(long, requires = "unclean")]
+    balanced: bool,
+    /// Elect exactly this broker (it must be a live replica; outside the ISR and ELR this is an
+    /// unclean election and the answer says so).
+    #[arg(long, group = "kind", value_name = "BROKER")]
+    leader: Option<i32>,
+}
+
+/// `keel status`
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[arg(long)]
+    json: bool,
+}
+
+type Conn = Connection<BoxStream>;
+
+async fn connect(bootstrap: &Bootstrap) -> anyhow::Result<Conn> {
+    Connection::connect(&TcpNetwork, &bootstrap.bootstrap, "keel-admin")
+        .await
+        .with_context(|| format!("cannot reach a broker at {}", bootstrap.bootstrap))
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn error_text(code: i16, message: Option<&StrBytes>) -> String {
+    let name = ResponseError::try_from_code(code)
+        .map(|e| format!("{e:?}"))
+        .unwrap_or_else(|| format!("error {code}"));
+    match message {
+        Some(m) if !m.is_empty() => format!("{name}: {}", m.as_str()),
+        _ => name,
+    }
+}
+
+fn split_pair(pair: &str) -> anyhow::Result<(String, String)> {
+    let (k, v) = pair
+        .split_once('=')
+        .with_context(|| format!("`{pair}` is not key=value"))?;
+    if k.trim().is_empty() {
+        bail!("`{pair}` has an empty key");
+    }
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+pub async fn topics(bootstrap: Bootstrap, command: TopicsCommand) -> anyhow::Result<()> {
+    let mut conn = connect(&bootstrap).await?;
+    match command {
+        TopicsCommand::Create {
+            name: topic,
+            partitions,
+            replication_factor,
+            configs,
+        } => {
+            let configs = configs
+                .iter()
+                .map(|p| split_pair(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let request = CreateTopicsRequest::default()
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(name(&topic))
+                    .with_num_partitions(partitions.unwrap_or(-1))
+                    .with_replication_factor(replication_factor.unwrap_or(-1))
+                    .with_configs(
+                        configs
+                            .into_iter()
+                            .map(|(k, v)| {
+                                CreatableTopicConfig::default()
+                                    .with_name(StrBytes::from_string(k))
+                                    .with_value(Some(StrBytes::from_string(v)))
+                            })
+                            .collect(),
+                    )])
+                .with_timeout_ms(30_000);
+            let version = conn.version(ApiKey::CreateTopics, 2, 7)?;
+            let response: CreateTopicsResponse = conn
+                .call_version(ApiKey::CreateTopics, version, &request)
+                .await?;
+            let result = response
+                .topics
+                .first()
+                .context("empty CreateTopics answer")?;
+            if result.error_code != 0 {
+                bail!(
+                    "cannot create {topic}: {}",
+                    error_text(result.error_code, result.error_message.as_ref())
+                );
+            }
+            println!("Created topic {topic}.");
+        }
+        TopicsCommand::List { json } => {
+            let version = conn.version(ApiKey::Metadata, 1, 12)?;
+            let response: MetadataResponse = conn
+                .call_version(
+                    ApiKey::Metadata,
+                    version,
+                    &MetadataRequest::default().with_topics(None),
+                )
+                .await?;
+            let mut names: Vec<String> = response
+                .topics
+                .iter()
+                .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+                .collect();
+            names.sort();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&names)?);
+            } else {
+                for n in names {
+                    println!("{n}");
+                }
+            }
+        }
+        TopicsCommand::Describe { names, json } => {
+            let partitions = describe_partitions(&mut conn, &names).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&partitions)?);
+            } else {
+                print!("{}", partition_table(&partitions));
+            }
+        }
+        TopicsCommand::Delete { name: topic } => {
+            let request = DeleteTopicsRequest::default()
+                .with_topic_names(vec![name(&topic)])
+                .with_timeout_ms(30_000);
+            let version = conn.version(ApiKey::DeleteTopics, 1, 5)?;
+            let response: DeleteTopicsResponse = conn
+                .call_version(ApiKey::DeleteTopics, version, &request)
+                .await?;
+            let result = response
+                .responses
+                .first()
+                .context("empty DeleteTopics answer")?;
+            if result.error_code != 0 {
+                bail!(
+                    "cannot delete {topic}: {}",
+                    error_text(result.error_code, result.error_message.as_ref())
+                );
+            }
+            println!("Deleted topic {topic}.");
+        }
+    }
+    Ok(())
+}
+
+/// One partition as `keel topics describe` and `keel status` show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PartitionInfo {
+    pub topic: String,
+    pub partition: i32,
+    /// -1: none.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub elr: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
+    pub offline: Vec<i32>,
+    /// `led`, `waiting-for-isr`, `waiting-for-elr`, `unclean-recovery`, `paused`.
+    pub state: String,
+    /// What it waits for, in words (empty when led).
+    pub waiting_for: String,
+}
+
+/// Every partition of `topics` (all topics when empty), following DescribeTopicPartitions'
+/// cursor until the last page.
+async fn describe_partitions(
+    conn: &mut Conn,
+    topics: &[String],
+) -> anyhow::Result<Vec<PartitionInfo>> {
+    conn.version(ApiKey::DescribeTopicPartitions, 0, 0)
+        .context("the broker does not serve DescribeTopicPartitions (API 75)")?;
+    let mut out = Vec::new();
+    let mut cursor: Option<Cursor> = None;
+    loop {
+        let request = DescribeTopicPartitionsRequest::default()
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| TopicRequest::default().with_name(name(t)))
+                    .collect(),
+            )
+            .with_response_partition_limit(2000)
+            .with_cursor(cursor.take());
+        let response: DescribeTopicPartitionsResponse = conn
+            .call_version(ApiKey::DescribeTopicPartitions, 0, &request)
+            .await?;
+        for t in &response.topics {
+            let topic = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
+            if t.error_code != 0 {
+                bail!("{topic}: {}", error_text(t.error_code, None));
+            }
+            for p in &t.partitions {
+                let list = |v: &[keel_wire::kafka_protocol::messages::BrokerId]| {
+                    v.iter().map(|b| b.0).collect::<Vec<i32>>()
+                };
+                let status = p
+                    .unknown_tagged_fields
+                    .get(&keel_ext::PARTITION_STATUS_TAG)
+                    .and_then(|b| PartitionStatusCode::decode(b).ok());
+                let (state, waiting_for) = describe_status(p.leader_id.0, status.as_ref());
+                out.push(PartitionInfo {
+                    topic: topic.clone(),
+                    partition: p.partition_index,
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    replicas: list(&p.replica_nodes),
+                    isr: list(&p.isr_nodes),
+                    elr: list(p.eligible_leader_replicas.as_deref().unwrap_or(&[])),
+                    last_known_elr: list(p.last_known_elr.as_deref().unwrap_or(&[])),
+                    offline: list(&p.offline_replicas),
+                    state,
+                    waiting_for,
+                });
+            }
+        }
+        match response.next_cursor {
+            Some(next) => {
+                cursor = Some(
+                    Cursor::default()
+                        .with_topic_name(next.topic_name)
+                        .with_partition_index(next.partition_index),
+                )
+            }
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+fn ids(list: &[i32]) -> String {
+    list.iter()
+        .map(i32::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn describe_status(leader: i32, status: Option<&PartitionStatusCode>) -> (String, String) {
+    let (state, waiting) = match status {
+        None if leader >= 0 => ("led", String::new()),
+        None => (
+            "leaderless",
+            "a leader (the broker did not say why)".to_string(),
+        ),
+        Some(PartitionStatusCode::Led) => ("led", String::new()),
+        Some(PartitionStatusCode::WaitingForIsr(b)) => (
+            "waiting-for-isr",
+            format!("an ISR member to come back: {}", ids(b)),
+        ),
+        Some(PartitionStatusCode::WaitingForElr(b)) => (
+            "waiting-for-elr",
+            format!("an ELR member to come back: {}", ids(b)),
+        ),
+        Some(PartitionStatusCode::UncleanRecovery {
+            balanced: true,
+            quorum,
+        }) => (
+            "unclean-recovery",
+            format!(
+                "Balanced unclean recovery: every one of {} to report its log",
+                ids(quorum)
+            ),
+        ),
+        Some(PartitionStatusCode::UncleanRecovery {
+            balanced: false, ..
+        }) => (
+            "unclean-recovery",
+            "Proactive unclean recovery: replicas' log reports (elects within 5 s)".to_string(),
+        ),
+        Some(PartitionStatusCode::Paused) => (
+            "paused",
+            "an operator (Manual strategy): `keel elect --unclean` or `keel elect --leader N`"
+                .to_string(),
+        ),
+    };
+    (state.to_string(), waiting)
+}
+
+fn dash(list: &[i32]) -> String {
+    if list.is_empty() {
+        "-".to_string()
+    } else {
+        ids(list)
+    }
+}
+
+/// A fixed-width table of `rows` (the first is the header).
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(i, cell)| {
+                if i + 1 == row.len() {
+                    cell.clone()
+                } else {
+                    format!("{cell:<width$}", width = widths[i])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+fn partition_table(partitions: &[PartitionInfo]) -> String {
+    let mut rows = vec![[
+        "TOPIC",
+        "PARTITION",
+        "LEADER",
+        "EPOCH",
+        "REPLICAS",
+        "ISR",
+        "ELR",
+        "LAST-KNOWN-ELR",
+        "OFFLINE",
+        "STATE",
+    ]
+    .map(String::from)
+    .to_vec()];
+    for p in partitions {
+        rows.push(vec![
+            p.topic.clone(),
+            p.partition.to_string(),
+            if p.leader < 0 {
+                "none".to_string()
+            } else {
+                p.leader.to_string()
+            },
+            p.leader_epoch.to_string(),
+            dash(&p.replicas),
+            dash(&p.isr),
+            dash(&p.elr),
+            dash(&p.last_known_elr),
+            dash(&p.offline),
+            p.state.clone(),
+        ]);
+    }
+    table(&rows)
+}
+
+pub async fn configs(bootstrap: Bootstrap, command: ConfigsCommand) -> anyhow::Result<()> {
+    let mut conn = connect(&bootstrap).await?;
+    match command {
+        ConfigsCommand::Get { target, all, json } => {
+            let (resource_type, resource) = match (&target.topic, target.broker) {
+                (Some(topic), _) => (2i8, topic.clone()),
+                (None, Some(broker)) => (4i8, broker.to_string()),
+                _ => bail!("`configs get` needs --topic T or --broker N"),
+            };
+            let request = DescribeConfigsRequest::default()
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(StrBytes::from_string(resource.clone()))
+                    .with_configuration_keys(None)])
+                .with_include_synonyms(false);
+            let version = conn.version(ApiKey::DescribeConfigs, 1, 4)?;
+            let response: DescribeConfigsResponse = conn
+                .call_version(ApiKey::DescribeConfigs, version, &request)
+                .await?;
+            let result = response
+                .results
+                .first()
+                .context("empty DescribeConfigs answer")?;
+            if result.error_code != 0 {
+                bail!(
+                    "{resource}: {}",
+                    error_text(result.error_code, result.error_message.as_ref())
+                );
+            }
+            // Source 1 = DYNAMIC_TOPIC_CONFIG (set on the topic).
+            let mut entries: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
+            for c in &result.configs {
+                if !all && resource_type == 2 && c.config_source != 1 {
+                    continue;
+                }
+                let value = c
+                    .value
+                    .as_ref()
+                    .map_or("(hidden)".to_string(), |v| v.to_string());
+                entries.insert(c.name.to_string(), (value, source_name(c.config_source)));
+            }
+            if json {
+                let map: BTreeMap<&String, &String> =
+                    entries.iter().map(|(k, (v, _))| (k, v)).collect();
+                println!("{}", serde_json::to_string_pretty(&map)?);
+            } else {
+                let mut rows = vec![vec!["NAME".into(), "VALUE".into(), "SOURCE".into()]];
+                for (k, (v, s)) in entries {
+                    rows.push(vec![k, v, s.to_string()]);
+                }
+                print!("{}", table(&rows));
+            }
+        }
+        ConfigsCommand::Set {
+            target,
+            pairs,
+            deletes,
+        } => {
+            if pairs.is_empty() && deletes.is_empty() {
+                bail!("nothing to change: give key=value pairs and/or --delete key");
+            }
+            let (resource_type, resource) = match (&target.topic, target.cluster) {
+                (Some(topic), _) => (2i8, topic.clone()),
+                (None, true) => (4i8, String::new()),
+                _ => bail!("`configs set` needs --topic T or --cluster"),
+            };
+            let mut changes = Vec::new();
+            for pair in &pairs {
+                let (k, v) = split_pair(pair)?;
+                changes.push(
+                    AlterableConfig::default()
+                        .with_name(StrBytes::from_string(k))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_string(v))),
+                );
+            }
+            for key in &deletes {
+                changes.push(
+                    AlterableConfig::default()
+                        .with_name(StrBytes::from_string(key.clone()))
+                        .with_config_operation(1)
+                        .with_value(None),
+                );
+            }
+            let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(resource_type)
+                    .with_resource_name(StrBytes::from_string(resource.clone()))
+                    .with_configs(changes),
+            ]);
+            let version = conn.version(ApiKey::IncrementalAlterConfigs, 0, 1)?;
+            let response: IncrementalAlterConfigsResponse = conn
+                .call_version(ApiKey::IncrementalAlterConfigs, version, &request)
+                .await?;
+            let result = response
+                .responses
+                .first()
+                .context("empty IncrementalAlterConfigs answer")?;
+            if result.error_code != 0 {
+                bail!(
+                    "{}: {}",
+                    if resource.is_empty() {
+                        "cluster"
+                    } else {
+                        &resource
+                    },
+                    error_text(result.error_code, result.error_message.as_ref())
+                );
+            }
+            let what = if resource.is_empty() {
+                "the cluster default".to_string()
+            } else {
+                format!("topic {resource}")
+            };
+            println!("Updated {what}.");
+        }
+    }
+    Ok(())
+}
+
+fn source_name(source: i8) -> &'static str {
+    match source {
+        1 => "topic",
+        2 => "dynamic-broker",
+        3 => "dynamic-default-broker",
+        4 => "static-broker",
+        5 => "default",
+        6 => "dynamic-broker-logger",
+        7 => "controller-default",
+        _ => "unknown",
+    }
+}
+
+pub async fn elect(bootstrap: Bootstrap, args: ElectArgs) -> anyhow::Result<()> {
+    if !(args.preferred || args.unclean || args.leader.is_some()) {
+        bail!("say which election: --preferred, --unclean or --leader N");
+    }
+    let mut conn = connect(&bootstrap).await?;
+    let mut topic_partitions = None;
+    if let Some(topic) = &args.topic {
+        let partitions = if args.partitions.is_empty() {
+            describe_partitions(&mut conn, std::slice::from_ref(topic))
+                .await?
+                .iter()
+                .map(|p| p.partition)
+                .collect()
+        } else {
+            args.partitions.clone()
+        };
+        let mut entry = TopicPartitions::default()
+            .with_topic(name(topic))
+            .with_partitions(partitions.clone());
+        if let Some(leader) = args.leader {
+            entry = entry.with_unknown_tagged_field(
+                keel_ext::DESIRED_LEADERS_TAG,
+                keel_ext::encode_desired_leaders(&vec![leader; partitions.len()]),
+            );
+        }
+        topic_partitions = Some(vec![entry]);
+    }
+    let mut request = ElectLeadersRequest::default()
+        .with_election_type(if args.preferred { 0 } else { 1 })
+        .with_topic_partitions(topic_partitions)
+        .with_timeout_ms(30_000);
+    if args.balanced {
+        request = request.with_unknown_tagged_field(
+            keel_ext::RECOVERY_MODE_TAG,
+            keel_ext::encode_recovery_mode(RecoveryModeField::Balanced),
+        );
+    }
+    // Keel's tagged fields need the flexible version.
+    let version = conn.version(ApiKey::ElectLeaders, 2, 2)?;
+    let response: ElectLeadersResponse = conn
+        .call_version(ApiKey::ElectLeaders, version, &request)
+        .await?;
+    if response.error_code != 0 {
+        bail!(
+            "election refused: {}",
+            error_text(response.error_code, None)
+        );
+    }
+    let mut failed = 0;
+    let mut any = false;
+    for t in &response.replica_election_results {
+        for p in &t.partition_result {
+            any = true;
+            let tp = format!("{}-{}", t.topic.as_str(), p.partition_id);
+            let message = p.error_message.as_ref().map(|m| m.as_str());
+            match (p.error_code, message) {
+                (0, Some(RECOVERY_STARTED)) => println!("{tp}: unclean recovery started"),
+                (0, Some(m)) => println!("{tp}: elected; warning: {m}"),
+                (0, None) => println!("{tp}: elected"),
+                (code, _) if code == ResponseError::ElectionNotNeeded.code() => {
+                    println!("{tp}: no election needed")
+                }
+                (code, m) => {
+                    failed += 1;
+                    println!(
+                        "{tp}: failed: {}",
+                        error_text(code, p.error_message.as_ref().filter(|_| m.is_some()))
+                    );
+                }
+            }
+        }
+    }
+    if !any {
+        println!("No partition needed an election.");
+    }
+    if failed > 0 {
+        bail!("{failed} partition(s) failed");
+    }
+    Ok(())
+}
+
+/// The cluster view: partitions that need attention and why.
+#[derive(Debug, Serialize)]
+struct StatusReport {
+    brokers: Vec<i32>,
+    topics: usize,
+    partitions: usize,
+    offline: Vec<PartitionInfo>,
+    under_min_isr: Vec<PartitionInfo>,
+    under_replicated: Vec<PartitionInfo>,
+}
+
+pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()> {
+    let mut conn = connect(&bootstrap).await?;
+    let version = conn.version(ApiKey::Metadata, 1, 12)?;
+    let metadata: MetadataResponse = conn
+        .call_version(
+            ApiKey::Metadata,
+            version,
+            &MetadataRequest::default().with_topics(None),
+        )
+        .await?;
+    let mut brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
+    brokers.sort();
+    let partitions = describe_partitions(&mut conn, &[]).await?;
+    let mut topics: Vec<String> = partitions.iter().map(|p| p.topic.clone()).collect();
+    topics.dedup();
+    let min_isr = min_isr_of(&mut conn, &topics).await?;
+    let mut report = StatusReport {
+        brokers,
+        topics: topics.len(),
+        partitions: partitions.len(),
+        offline: Vec::new(),
+        under_min_isr: Vec::new(),
+        under_replicated: Vec::new(),
+    };
+    for p in partitions {
+        let min = min_isr.get(&p.topic).copied().unwrap_or(1);
+        if p.leader < 0 {
+            report.offline.push(p);
+        } else if p.isr.len() < min.min(p.replicas.len()) {
+            report.under_min_isr.push(p);
+        } else if p.isr.len() < p.replicas.len() {
+            report.under_replicated.push(p);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!(
+        "brokers serving: {}   topics: {}   partitions: {}",
+        dash(&report.brokers),
+        report.topics,
+        report.partitions
+    );
+    let section = |title: &str, list: &[PartitionInfo], with_wait: bool| {
+        if list.is_empty() {
+            println!("{title}: none");
+            return;
+        }
+        println!("{title}: {}", list.len());
+        let mut rows = vec![[
+            "TOPIC",
+            "PARTITION",
+            "LEADER",
+            "ISR",
+            "ELR",
+            "LAST-KNOWN-ELR",
+            "OFFLINE",
+            "STATE",
+        ]
+        .map(String::from)
+        .to_vec()];
+        if with_wait {
+            rows[0].push("WAITING FOR".to_string());
+        }
+        for p in list {
+            let mut row = vec![
+                p.topic.clone(),
+                p.partition.to_string(),
+                if p.leader < 0 {
+                    "none".to_string()
+                } else {
+                    p.leader.to_string()
+                },
+                dash(&p.isr),
+                dash(&p.elr),
+                dash(&p.last_known_elr),
+                dash(&p.offline),
+                p.state.clone(),
+            ];
+            if with_wait {
+                row.push(p.waiting_for.clone());
+            }
+            rows.push(row);
+        }
+        print!("{}", table(&rows));
+    };
+    section("offline partitions (no leader)", &report.offline, true);
+    section(
+        "under min ISR (acks=all produce fails)",
+        &report.under_min_isr,
+        false,
+    );
+    section("under-replicated", &report.under_replicated, false);
+    Ok(())
+}
+
+/// Each topic's effective `min.insync.replicas` (DescribeConfigs).
+async fn min_isr_of(conn: &mut Conn, topics: &[String]) -> anyhow::Result<BTreeMap<String, usize>> {
+    if topics.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let key = StrBytes::from_static_str("min.insync.replicas");
+    let request = DescribeConfigsRequest::default().with_resources(
+        topics
+            .iter()
+            .map(|t| {
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string(t.clone()))
+                    .with_configuration_keys(Some(vec![key.clone()]))
+            })
+            .collect(),
+    );
+    let version = conn.version(ApiKey::DescribeConfigs, 1, 4)?;
+    let response: DescribeConfigsResponse = conn
+        .call_version(ApiKey::DescribeConfigs, version, &request)
+        .await?;
+    Ok(response
+        .results
+        .iter()
+        .filter(|r| r.error_code == 0)
+        .filter_map(|r| {
+            let value = r.configs.iter().find(|c| c.name == key)?.value.as_ref()?;
+            Some((r.resource_name.to_string(), value.parse().ok()?))
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: the table pads every column but the last to its widest cell.
+    #[test]
+    fn table_aligns_columns() {
+        let rows = vec![
+            vec!["A".to_string(), "BB".to_string(), "C".to_string()],
+            vec!["long".to_string(), "x".to_string(), "y".to_string()],
+        ];
+        assert_eq!(table(&rows), "A     BB  C\nlong  x   y\n");
+    }
+
+    // Shows: each status becomes a state and a sentence naming the brokers waited for.
+    #[test]
+    fn statuses_in_words() {
+        let (state, why) = describe_status(-1, Some(&PartitionStatusCode::WaitingForElr(vec![2])));
+        assert_eq!(
+            (state.as_str(), why.as_str()),
+            ("waiting-for-elr", "an ELR member to come back: 2")
+        );
+        let (state, why) = describe_status(
+            -1,
+            Some(&PartitionStatusCode::UncleanRecovery {
+                balanced: true,
+                quorum: vec![1, 3],
+            }),
+        );
+        assert_eq!(state, "unclean-recovery");
+        assert!(why.contains("1,3"), "{why}");
+        assert_eq!(
+            describe_status(-1, Some(&PartitionStatusCode::Paused)).0,
+            "paused"
+        );
+        assert_eq!(describe_status(4, None).0, "led");
+        assert_eq!(split_pair("a=b=c").unwrap(), ("a".into(), "b=c".into()));
+        assert!(split_pair("novalue").is_err());
+        assert!(split_pair("=x").is_err());
+    }
+}

@@ -1,0 +1,370 @@
+//! Prometheus metrics: one explicit registry ([`Metrics`]) that every node of a process reports
+//! into, each series labelled with its `node_id`, served as Prometheus text (version 0.0.4) on
+//! `GET /metrics` ([`http`]).
+//!
+//! Every metric family is registered once, when the registry is made, so a scrape lists each
+//! family once with one series per node (several nodes share a registry in `keel dev`, tests and
+//! the simulator). Nodes take handles onto their own series: [`Metrics::broker`],
+//! [`Metrics::controller`], [`Metrics::requests`]. A node that restarts in the same process gets
+//! the same series back (its counters go on counting).
+//!
+//! | file | what lives there |
+//! |---|---|
+//! | `mod.rs` | [`Metrics`], the broker's counters and gauges, request latency |
+//! | `controller.rs` | the active controller's gauges (a snapshot the controller task publishes, read on scrape), its election counters |
+//! | `http.rs` | the `/metrics` endpoint and its config (`metrics.port`, `metrics.host`) |
+//! | `names.rs` | API names for the request latency label |
+//!
+//! Who may call what: the broker ([`crate::broker`], its handlers) counts bytes, records and ISR
+//! changes; [`crate::connection`] times requests; the controller task publishes snapshots. The
+//! list of metrics, their Kafka equivalents and what to alert on: `docs/operations.md`.
+
+mod controller;
+pub mod http;
+mod names;
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+pub use controller::{ControllerMetrics, ControllerSnapshot, ElectableReplicas};
+pub use http::MetricsEndpoint;
+pub use names::api_name;
+
+/// The prefix of every metric name.
+pub const PREFIX: &str = "keel";
+
+/// Upper bounds (seconds) of the request latency histogram's buckets: 0.5 ms to 30 s (a
+/// consumer Fetch long-polls up to its `max_wait_ms`; Produce with acks=all waits for the ISR).
+pub const REQUEST_LATENCY_BUCKETS_SECONDS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+/// A series' node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabels {
+    node_id: i32,
+}
+
+/// A request latency series: node, listener (`broker` or `controller`) and API.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    node_id: i32,
+    listener: &'static str,
+    api: &'static str,
+}
+
+type NodeCounters = Family<NodeLabels, Counter>;
+type NodeGauges = Family<NodeLabels, Gauge>;
+type LatencyFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(REQUEST_LATENCY_BUCKETS_SECONDS)
+}
+
+/// The families behind [`BrokerMetrics`].
+#[derive(Debug, Default)]
+struct BrokerFamilies {
+    bytes_in: NodeCounters,
+    bytes_out: NodeCounters,
+    records_in: NodeCounters,
+    records_out: NodeCounters,
+    replication_bytes_in: NodeCounters,
+    replication_bytes_out: NodeCounters,
+    isr_shrinks: NodeCounters,
+    isr_expands: NodeCounters,
+    under_replicated: NodeGauges,
+    under_min_isr: NodeGauges,
+    leaders: NodeGauges,
+    partitions: NodeGauges,
+}
+
+impl BrokerFamilies {
+    fn register(&self, registry: &mut Registry) {
+        let counters: [(&str, &str, &NodeCounters); 8] = [
+            (
+                "bytes_in",
+                "Bytes of record batches appended by Produce requests (Kafka: BytesInPerSec)",
+                &self.bytes_in,
+            ),
+            (
+                "bytes_out",
+                "Bytes of record batches sent to consumers in Fetch responses (Kafka: \
+                 BytesOutPerSec)",
+                &self.bytes_out,
+            ),
+            (
+                "records_in",
+                "Records appended by Produce requests (Kafka: MessagesInPerSec)",
+                &self.records_in,
+            ),
+            (
+                "records_out",
+                "Records sent to consumers in Fetch responses",
+                &self.records_out,
+            ),
+            (
+                "replication_bytes_in",
+                "Bytes of record batches appended as a follower (Kafka: \
+                 ReplicationBytesInPerSec)",
+                &self.replication_bytes_in,
+            ),
+            (
+                "replication_bytes_out",
+                "Bytes of record batches sent to follower replicas (Kafka: \
+                 ReplicationBytesOutPerSec)",
+                &self.replication_bytes_out,
+            ),
+            (
+                "isr_shrinks",
+                "Committed ISR changes of partitions led here that removed a replica, by this \
+                 leader or by the controller (Kafka: IsrShrinksPerSec)",
+                &self.isr_shrinks,
+            ),
+            (
+                "isr_expands",
+                "Committed ISR changes of partitions led here that added a replica, by this \
+                 leader or by the controller (Kafka: IsrExpandsPerSec)",
+                &self.isr_expands,
+            ),
+        ];
+        for (name, help, family) in counters {
+            registry.register(name, help, family.clone());
+        }
+        let gauges: [(&str, &str, &NodeGauges); 4] = [
+            (
+                "under_replicated_partitions_count",
+                "Partitions led here whose ISR is smaller than the replica set (Kafka: \
+                 UnderReplicatedPartitions)",
+                &self.under_replicated,
+            ),
+            (
+                "under_min_isr_partitions_count",
+                "Partitions led here whose committed ISR is below the effective \
+                 min.insync.replicas: acks=all produce fails (Kafka: UnderMinIsrPartitionCount)",
+                &self.under_min_isr,
+            ),
+            (
+                "leader_count",
+                "Partitions led here (Kafka: LeaderCount)",
+                &self.leaders,
+            ),
+            (
+                "partition_count",
+                "Partitions hosted here (Kafka: PartitionCount)",
+                &self.partitions,
+            ),
+        ];
+        for (name, help, family) in gauges {
+            registry.register(name, help, family.clone());
+        }
+    }
+}
+
+struct Inner {
+    registry: Registry,
+    broker: BrokerFamilies,
+    requests: LatencyFamily,
+    controllers: Arc<controller::Controllers>,
+}
+
+/// The registry of one process: cheap to clone (every clone is the same registry), passed to
+/// each node explicitly (`BrokerConfig::metrics`, `ControllerServerConfig::metrics`).
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+/// The same registry (configs compare equal when they report into the same one).
+impl PartialEq for Metrics {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Metrics {}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A new, empty registry with every Keel metric family registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix(PREFIX);
+        let broker = BrokerFamilies::default();
+        broker.register(&mut registry);
+        let requests = LatencyFamily::new_with_constructor(latency_histogram);
+        registry.register(
+            "request_latency_seconds",
+            "Time from a request's arrival to its answer, per listener and API (Kafka: \
+             RequestMetrics TotalTimeMs)",
+            requests.clone(),
+        );
+        let controllers = Arc::new(controller::Controllers::default());
+        controller::register(&mut registry, &controllers);
+        Metrics {
+            inner: Arc::new(Inner {
+                registry,
+                broker,
+                requests,
+                controllers,
+            }),
+        }
+    }
+
+    /// Handles onto broker `node_id`'s series (created on first use).
+    pub fn broker(&self, node_id: i32) -> BrokerMetrics {
+        let labels = NodeLabels { node_id };
+        let f = &self.inner.broker;
+        BrokerMetrics {
+            bytes_in: f.bytes_in.get_or_create_owned(&labels),
+            bytes_out: f.bytes_out.get_or_create_owned(&labels),
+            records_in: f.records_in.get_or_create_owned(&labels),
+            records_out: f.records_out.get_or_create_owned(&labels),
+            replication_bytes_in: f.replication_bytes_in.get_or_create_owned(&labels),
+            replication_bytes_out: f.replication_bytes_out.get_or_create_owned(&labels),
+            isr_shrinks: f.isr_shrinks.get_or_create_owned(&labels),
+            isr_expands: f.isr_expands.get_or_create_owned(&labels),
+            under_replicated: f.under_replicated.get_or_create_owned(&labels),
+            under_min_isr: f.under_min_isr.get_or_create_owned(&labels),
+            leaders: f.leaders.get_or_create_owned(&labels),
+            partitions: f.partitions.get_or_create_owned(&labels),
+        }
+    }
+
+    /// Handles onto controller `node_id`'s series (created on first use; a controller that
+    /// restarts in this process takes over its series).
+    pub fn controller(&self, node_id: i32) -> ControllerMetrics {
+        self.inner.controllers.get_or_create(node_id)
+    }
+
+    /// Request latency of one listener (`"broker"` or `"controller"`) of node `node_id`.
+    pub fn requests(&self, node_id: i32, listener: &'static str) -> RequestMetrics {
+        RequestMetrics {
+            family: self.inner.requests.clone(),
+            node_id,
+            listener,
+        }
+    }
+
+    /// Every series, in the Prometheus text format (version 0.0.4).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail; the encoders only fail when the writer does.
+        if let Err(e) =
+            prometheus_client::encoding::prometheus_text::encode(&mut text, &self.inner.registry)
+        {
+            tracing::warn!(error = %e, "cannot encode metrics");
+        }
+        text
+    }
+}
+
+/// The `Content-Type` of [`Metrics::encode`]'s text.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// A broker's counters and gauges (clones share the series).
+#[derive(Clone, Debug)]
+pub struct BrokerMetrics {
+    pub bytes_in: Counter,
+    pub bytes_out: Counter,
+    pub records_in: Counter,
+    pub records_out: Counter,
+    pub replication_bytes_in: Counter,
+    pub replication_bytes_out: Counter,
+    pub isr_shrinks: Counter,
+    pub isr_expands: Counter,
+    pub under_replicated: Gauge,
+    pub under_min_isr: Gauge,
+    pub leaders: Gauge,
+    pub partitions: Gauge,
+}
+
+/// What one sweep over the hosted partitions counted (see `Broker::tick_leaders`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartitionCounts {
+    pub hosted: u64,
+    pub led: u64,
+    pub under_replicated: u64,
+    pub under_min_isr: u64,
+}
+
+impl BrokerMetrics {
+    /// Sets the partition gauges from one sweep.
+    pub fn set_partition_counts(&self, counts: PartitionCounts) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.partitions.set(gauge(counts.hosted));
+        self.leaders.set(gauge(counts.led));
+        self.under_replicated.set(gauge(counts.under_replicated));
+        self.under_min_isr.set(gauge(counts.under_min_isr));
+    }
+
+    /// Counts a committed ISR change of a partition led here (this leader's AlterPartition, or
+    /// the controller's change seen in metadata): a shrink when a member left, an expansion when
+    /// one joined (both, when one replaced another).
+    pub fn count_isr_change<T: Ord>(
+        &self,
+        before: &std::collections::BTreeSet<T>,
+        after: &std::collections::BTreeSet<T>,
+    ) {
+        if before.difference(after).next().is_some() {
+            self.isr_shrinks.inc();
+        }
+        if after.difference(before).next().is_some() {
+            self.isr_expands.inc();
+        }
+    }
+}
+
+/// Counts the records and bytes of the v2 record batches in `records` (a Fetch answer's
+/// partition data), from the batch headers alone; stops at the first incomplete header.
+pub fn batch_totals(records: &[u8]) -> (u64, u64) {
+    use keel_log::batch::BatchHeader;
+    let (mut count, mut position) = (0u64, 0usize);
+    while let Some(header) = records.get(position..).and_then(BatchHeader::parse) {
+        let Some(size) = header.size_bytes() else {
+            break;
+        };
+        count += u64::try_from(header.records_count).unwrap_or(0);
+        position += size;
+    }
+    (count, records.len() as u64)
+}
+
+/// One listener's request latency histogram.
+#[derive(Clone, Debug)]
+pub struct RequestMetrics {
+    family: LatencyFamily,
+    node_id: i32,
+    listener: &'static str,
+}
+
+impl RequestMetrics {
+    /// Records one request of API `api_key` (the frame's first two bytes) that took `seconds`.
+    pub fn observe(&self, api_key: Option<i16>, seconds: f64) {
+        let labels = RequestLabels {
+            node_id: self.node_id,
+            listener: self.listener,
+            api: api_key.map_or(names::UNKNOWN_API, api_name),
+        };
+        self.family.get_or_create(&labels).observe(seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests;
