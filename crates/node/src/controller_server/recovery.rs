@@ -101,6 +101,18 @@ pub(super) async fn run(
     while tasks.join_next().await.is_some() {}
 }
 
+/// `first` and every request queued behind it, merged into one (each partition once, in order).
+fn merge_queued(
+    first: Vec<TopicPartition>,
+    queue: &mut mpsc::UnboundedReceiver<Vec<TopicPartition>>,
+) -> Vec<TopicPartition> {
+    let mut partitions: BTreeSet<TopicPartition> = first.into_iter().collect();
+    while let Ok(more) = queue.try_recv() {
+        partitions.extend(more);
+    }
+    partitions.into_iter().collect()
+}
+
 /// One broker's queue of GetReplicaLogInfo requests.
 struct BrokerSender {
     handle: ControllerHandle,
@@ -113,12 +125,7 @@ struct BrokerSender {
 impl BrokerSender {
     async fn run(mut self, mut queue: mpsc::UnboundedReceiver<Vec<TopicPartition>>) {
         while let Some(first) = queue.recv().await {
-            // Merge everything queued meanwhile into one request.
-            let mut partitions: BTreeSet<TopicPartition> = first.into_iter().collect();
-            while let Ok(more) = queue.try_recv() {
-                partitions.extend(more);
-            }
-            let partitions: Vec<TopicPartition> = partitions.into_iter().collect();
+            let partitions = merge_queued(first, &mut queue);
             match self.send_with_retries(&partitions).await {
                 Ok(response) => self.report_answers(response, partitions).await,
                 Err(e) => {
@@ -300,4 +307,27 @@ async fn request(
         .call_raw(|correlation_id| request.encode(correlation_id, client_id))
         .await?;
     Ok(GetReplicaLogInfoResponse::decode(frame, correlation_id)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_controller::types::TopicId;
+
+    // Shows: requests queued for a broker while one is in flight become one request with every
+    // partition once; a request queued later is not taken into it.
+    #[test]
+    fn queued_requests_merge_into_one() {
+        let t = |topic: u128, partition: u32| {
+            TopicPartition::new(TopicId(uuid::Uuid::from_u128(topic)), partition)
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tx.send(vec![t(2, 0), t(1, 1)]).unwrap();
+        tx.send(vec![t(1, 1), t(1, 0)]).unwrap();
+        let merged = merge_queued(vec![t(2, 1)], &mut rx);
+        assert_eq!(merged, vec![t(1, 0), t(1, 1), t(2, 0), t(2, 1)]);
+        tx.send(vec![t(3, 0)]).unwrap();
+        assert_eq!(merge_queued(vec![], &mut rx), vec![t(3, 0)]);
+        assert_eq!(merge_queued(vec![t(4, 4)], &mut rx), vec![t(4, 4)]);
+    }
 }
