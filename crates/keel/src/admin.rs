@@ -31,7 +31,7 @@ use keel_wire::kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, MetadataRequest,
     MetadataResponse, TopicName,
 };
-use keel_wire::kafka_protocol::protocol::StrBytes;
+use keel_wire::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use keel_wire::keel_ext::{self, PartitionStatusCode, RecoveryModeField, RECOVERY_STARTED};
 use keel_wire::ResponseError;
 use serde::Serialize;
@@ -165,6 +165,28 @@ pub struct StatusArgs {
 
 type Conn = Connection<BoxStream>;
 
+/// Sends `request` at the highest version in `min..=max` the broker serves.
+async fn call<Req: Encodable, Resp: Decodable>(
+    conn: &mut Conn,
+    key: ApiKey,
+    min: i16,
+    max: i16,
+    request: &Req,
+) -> anyhow::Result<Resp> {
+    let version = conn
+        .version(key, min, max)
+        .with_context(|| format!("the broker does not serve {key:?} v{min}-{max}"))?;
+    Ok(conn.call_version(key, version, request).await?)
+}
+
+/// `Err` naming `what` and Kafka's error when `code` is not 0.
+fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow::Result<()> {
+    if code != 0 {
+        bail!("{what}: {}", error_text(code, message));
+    }
+    Ok(())
+}
+
 async fn connect(bootstrap: &Bootstrap) -> anyhow::Result<Conn> {
     Connection::connect(&TcpNetwork, &bootstrap.bootstrap, "keel-admin")
         .await
@@ -224,31 +246,28 @@ pub async fn topics(bootstrap: Bootstrap, command: TopicsCommand) -> anyhow::Res
                             .collect(),
                     )])
                 .with_timeout_ms(30_000);
-            let version = conn.version(ApiKey::CreateTopics, 2, 7)?;
-            let response: CreateTopicsResponse = conn
-                .call_version(ApiKey::CreateTopics, version, &request)
-                .await?;
+            let response: CreateTopicsResponse =
+                call(&mut conn, ApiKey::CreateTopics, 2, 7, &request).await?;
             let result = response
                 .topics
                 .first()
                 .context("empty CreateTopics answer")?;
-            if result.error_code != 0 {
-                bail!(
-                    "cannot create {topic}: {}",
-                    error_text(result.error_code, result.error_message.as_ref())
-                );
-            }
+            check(
+                result.error_code,
+                result.error_message.as_ref(),
+                &format!("cannot create {topic}"),
+            )?;
             println!("Created topic {topic}.");
         }
         TopicsCommand::List { json } => {
-            let version = conn.version(ApiKey::Metadata, 1, 12)?;
-            let response: MetadataResponse = conn
-                .call_version(
-                    ApiKey::Metadata,
-                    version,
-                    &MetadataRequest::default().with_topics(None),
-                )
-                .await?;
+            let response: MetadataResponse = call(
+                &mut conn,
+                ApiKey::Metadata,
+                1,
+                12,
+                &MetadataRequest::default().with_topics(None),
+            )
+            .await?;
             let mut names: Vec<String> = response
                 .topics
                 .iter()
@@ -275,20 +294,17 @@ pub async fn topics(bootstrap: Bootstrap, command: TopicsCommand) -> anyhow::Res
             let request = DeleteTopicsRequest::default()
                 .with_topic_names(vec![name(&topic)])
                 .with_timeout_ms(30_000);
-            let version = conn.version(ApiKey::DeleteTopics, 1, 5)?;
-            let response: DeleteTopicsResponse = conn
-                .call_version(ApiKey::DeleteTopics, version, &request)
-                .await?;
+            let response: DeleteTopicsResponse =
+                call(&mut conn, ApiKey::DeleteTopics, 1, 5, &request).await?;
             let result = response
                 .responses
                 .first()
                 .context("empty DeleteTopics answer")?;
-            if result.error_code != 0 {
-                bail!(
-                    "cannot delete {topic}: {}",
-                    error_text(result.error_code, result.error_message.as_ref())
-                );
-            }
+            check(
+                result.error_code,
+                result.error_message.as_ref(),
+                &format!("cannot delete {topic}"),
+            )?;
             println!("Deleted topic {topic}.");
         }
     }
@@ -320,8 +336,6 @@ async fn describe_partitions(
     conn: &mut Conn,
     topics: &[String],
 ) -> anyhow::Result<Vec<PartitionInfo>> {
-    conn.version(ApiKey::DescribeTopicPartitions, 0, 0)
-        .context("the broker does not serve DescribeTopicPartitions (API 75)")?;
     let mut out = Vec::new();
     let mut cursor: Option<Cursor> = None;
     loop {
@@ -334,9 +348,8 @@ async fn describe_partitions(
             )
             .with_response_partition_limit(2000)
             .with_cursor(cursor.take());
-        let response: DescribeTopicPartitionsResponse = conn
-            .call_version(ApiKey::DescribeTopicPartitions, 0, &request)
-            .await?;
+        let response: DescribeTopicPartitionsResponse =
+            call(conn, ApiKey::DescribeTopicPartitions, 0, 0, &request).await?;
         for t in &response.topics {
             let topic = t.name.as_ref().map(|n| n.to_string()).unwrap_or_default();
             if t.error_code != 0 {
@@ -517,20 +530,13 @@ pub async fn configs(bootstrap: Bootstrap, command: ConfigsCommand) -> anyhow::R
                     .with_resource_name(StrBytes::from_string(resource.clone()))
                     .with_configuration_keys(None)])
                 .with_include_synonyms(false);
-            let version = conn.version(ApiKey::DescribeConfigs, 1, 4)?;
-            let response: DescribeConfigsResponse = conn
-                .call_version(ApiKey::DescribeConfigs, version, &request)
-                .await?;
+            let response: DescribeConfigsResponse =
+                call(&mut conn, ApiKey::DescribeConfigs, 1, 4, &request).await?;
             let result = response
                 .results
                 .first()
                 .context("empty DescribeConfigs answer")?;
-            if result.error_code != 0 {
-                bail!(
-                    "{resource}: {}",
-                    error_text(result.error_code, result.error_message.as_ref())
-                );
-            }
+            check(result.error_code, result.error_message.as_ref(), &resource)?;
             // Source 1 = DYNAMIC_TOPIC_CONFIG (set on the topic).
             let mut entries: BTreeMap<String, (String, &'static str)> = BTreeMap::new();
             for c in &result.configs {
@@ -592,25 +598,21 @@ pub async fn configs(bootstrap: Bootstrap, command: ConfigsCommand) -> anyhow::R
                     .with_resource_name(StrBytes::from_string(resource.clone()))
                     .with_configs(changes),
             ]);
-            let version = conn.version(ApiKey::IncrementalAlterConfigs, 0, 1)?;
-            let response: IncrementalAlterConfigsResponse = conn
-                .call_version(ApiKey::IncrementalAlterConfigs, version, &request)
-                .await?;
+            let response: IncrementalAlterConfigsResponse =
+                call(&mut conn, ApiKey::IncrementalAlterConfigs, 0, 1, &request).await?;
             let result = response
                 .responses
                 .first()
                 .context("empty IncrementalAlterConfigs answer")?;
-            if result.error_code != 0 {
-                bail!(
-                    "{}: {}",
-                    if resource.is_empty() {
-                        "cluster"
-                    } else {
-                        &resource
-                    },
-                    error_text(result.error_code, result.error_message.as_ref())
-                );
-            }
+            check(
+                result.error_code,
+                result.error_message.as_ref(),
+                if resource.is_empty() {
+                    "cluster"
+                } else {
+                    &resource
+                },
+            )?;
             let what = if resource.is_empty() {
                 "the cluster default".to_string()
             } else {
@@ -673,10 +675,8 @@ pub async fn elect(bootstrap: Bootstrap, args: ElectArgs) -> anyhow::Result<()> 
         );
     }
     // Keel's tagged fields need the flexible version.
-    let version = conn.version(ApiKey::ElectLeaders, 2, 2)?;
-    let response: ElectLeadersResponse = conn
-        .call_version(ApiKey::ElectLeaders, version, &request)
-        .await?;
+    let response: ElectLeadersResponse =
+        call(&mut conn, ApiKey::ElectLeaders, 2, 2, &request).await?;
     if response.error_code != 0 {
         bail!(
             "election refused: {}",
@@ -729,14 +729,14 @@ struct StatusReport {
 
 pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()> {
     let mut conn = connect(&bootstrap).await?;
-    let version = conn.version(ApiKey::Metadata, 1, 12)?;
-    let metadata: MetadataResponse = conn
-        .call_version(
-            ApiKey::Metadata,
-            version,
-            &MetadataRequest::default().with_topics(None),
-        )
-        .await?;
+    let metadata: MetadataResponse = call(
+        &mut conn,
+        ApiKey::Metadata,
+        1,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    )
+    .await?;
     let mut brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
     brokers.sort();
     let partitions = describe_partitions(&mut conn, &[]).await?;
@@ -841,10 +841,8 @@ async fn min_isr_of(conn: &mut Conn, topics: &[String]) -> anyhow::Result<BTreeM
             })
             .collect(),
     );
-    let version = conn.version(ApiKey::DescribeConfigs, 1, 4)?;
-    let response: DescribeConfigsResponse = conn
-        .call_version(ApiKey::DescribeConfigs, version, &request)
-        .await?;
+    let response: DescribeConfigsResponse =
+        call(conn, ApiKey::DescribeConfigs, 1, 4, &request).await?;
     Ok(response
         .results
         .iter()
