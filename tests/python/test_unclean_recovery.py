@@ -114,7 +114,9 @@ def test_balanced_waits_for_every_last_known_elr_member(cluster):
         time.sleep(0.5)
 
     c.sigcont(0)
+    resumed = time.monotonic()
     p = wait_describe(c, topic, lambda p: p["leader"] >= 0, "a leader once broker 0 answers")
+    print(f"\nBalanced: leader elected {time.monotonic() - resumed:.2f}s after the paused member resumed")
     assert p["leader"] == 0, f"Balanced elects the longest log of the highest epoch (broker 0): {p}"
     c.restart(2)
     got = read_all(c, topic, A + B + C)
@@ -129,7 +131,9 @@ def test_proactive_elects_after_the_timeout_without_the_missing_member(cluster):
     topic, acked, _ = lose_every_eligible_replica(c, "Proactive")
 
     c.restart(1)
+    back = time.monotonic()
     p = wait_describe(c, topic, lambda p: p["leader"] >= 0, "Proactive elects without broker 0", timeout_s=60)
+    print(f"\nProactive: leader elected {time.monotonic() - back:.2f}s after broker 1 was ready")
     assert p["leader"] == 1, p
     assert not c.nodes[0].alive(), "broker 0 stayed down throughout"
     # The high watermark moves again once the ISR is back at min ISR (KIP-966's strict rule).
@@ -181,7 +185,9 @@ def test_manual_stays_paused_until_an_operator_elects(cluster):
     refused = keel("elect", "--topic", topic, "--partition", "0", "--leader", "7", bootstrap=c.live_bootstrap,
                    check=False)
     assert refused.returncode != 0 and "not a replica" in refused.stdout, refused
+    asked = time.monotonic()
     out = keel("elect", "--topic", topic, "--partition", "0", "--leader", "0", bootstrap=c.live_bootstrap).stdout
+    print(f"\nManual: `keel elect --leader 0` answered in {time.monotonic() - asked:.2f}s")
     assert f"{topic}-0: elected; warning" in out, out
     p = wait_describe(c, topic, lambda p: p["leader"] >= 0, "the operator's leader")
     assert p["leader"] == 0 and p["state"] == "led", p
