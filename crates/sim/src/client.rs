@@ -30,6 +30,7 @@ use keel_wire::kafka_protocol::messages::{
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
 use crate::net::SimNetwork;
+use crate::scenario::ElectKind;
 
 /// A topic partition.
 pub type Tp = (String, i32);
@@ -512,17 +513,35 @@ pub async fn elect_leader(
     net: &SimNetwork,
     controller: &str,
     tp: &Tp,
-    unclean: bool,
+    kind: ElectKind,
 ) -> anyhow::Result<(i16, Option<String>)> {
     use keel_wire::kafka_protocol::messages::elect_leaders_request::TopicPartitions;
     use keel_wire::kafka_protocol::messages::{ElectLeadersRequest, ElectLeadersResponse};
+    use keel_wire::keel_ext::{self, RecoveryModeField};
     let mut connection = Connection::connect(net, controller, "keel-sim-operator").await?;
-    let request = ElectLeadersRequest::default()
-        .with_election_type(i8::from(unclean))
-        .with_topic_partitions(Some(vec![TopicPartitions::default()
-            .with_topic(topic_name(&tp.0))
-            .with_partitions(vec![tp.1])]))
+    let mut partitions = TopicPartitions::default()
+        .with_topic(topic_name(&tp.0))
+        .with_partitions(vec![tp.1]);
+    if let ElectKind::Leader(leader) = kind {
+        // Keel's DesiredLeaders tagged field (v2): elect exactly this replica.
+        partitions = partitions.with_unknown_tagged_field(
+            keel_ext::DESIRED_LEADERS_TAG,
+            keel_ext::encode_desired_leaders(&[leader]),
+        );
+    }
+    // ElectionType: PREFERRED = 0, UNCLEAN = 1 (with a named leader, as `keel elect --leader`).
+    let election_type = i8::from(!matches!(kind, ElectKind::Preferred));
+    let mut request = ElectLeadersRequest::default()
+        .with_election_type(election_type)
+        .with_topic_partitions(Some(vec![partitions]))
         .with_timeout_ms(30_000);
+    if kind == (ElectKind::Unclean { balanced: true }) {
+        // Keel's RecoveryMode tagged field: a recovery this starts is Balanced.
+        request = request.with_unknown_tagged_field(
+            keel_ext::RECOVERY_MODE_TAG,
+            keel_ext::encode_recovery_mode(RecoveryModeField::Balanced),
+        );
+    }
     let response: ElectLeadersResponse = tokio::time::timeout(
         Duration::from_secs(35),
         connection.call_version(ApiKey::ElectLeaders, 2, &request),

@@ -11,7 +11,11 @@
 //!
 //! A process crash resets the host's connections (the kernel answers with RST); a power loss
 //! turns them into black holes (peers hear nothing) until the host starts again and its
-//! kernel resets whatever the peers still send.
+//! kernel resets whatever the peers still send. *Holds* keep the first request of one Kafka API
+//! on a connection — or the answer to it — and everything after it in flight until released;
+//! what a host wrote on a held connection before it went down is still in the network and is
+//! delivered, once released, before that connection's reset (a delayed answer reaching its
+//! asker after the answering broker restarted).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
@@ -77,6 +81,9 @@ struct NetState {
     silent: BTreeSet<HostName>,
     /// Hold rules: (from, to, Kafka API key) — see [`NetCore::hold`].
     holds: BTreeSet<(HostName, HostName, i16)>,
+    /// Answer hold rules: (answering host, asking host, Kafka API key) — see
+    /// [`NetCore::hold_answer`].
+    answer_holds: BTreeSet<(HostName, HostName, i16)>,
     pipes: Vec<Weak<Pipe>>,
     next_connection: u64,
     /// Bytes delivered so far (for the trace).
@@ -103,6 +110,12 @@ struct PipeState {
     reset: bool,
     /// Held by a hold rule: nothing is delivered until released.
     held: bool,
+    /// An answer hold rule matched a request on the other direction: the next write on this
+    /// pipe (the answer) and everything after it is held.
+    hold_next: bool,
+    /// The writer's host went down while this pipe held bytes in flight: those bytes are
+    /// already in the network and are delivered (once released) before the reset.
+    reset_when_delivered: bool,
     reader_gone: bool,
     waker: Option<Waker>,
 }
@@ -119,6 +132,7 @@ impl NetCore {
                 cut: BTreeSet::new(),
                 silent: BTreeSet::new(),
                 holds: BTreeSet::new(),
+                answer_holds: BTreeSet::new(),
                 pipes: Vec::new(),
                 next_connection: 0,
                 delivered_bytes: 0,
@@ -180,12 +194,25 @@ impl NetCore {
             .insert((from.to_string(), to.to_string(), api_key));
     }
 
+    /// From now on, the answer `from` writes to the first request of Kafka API `api_key` that
+    /// `to` sends it — and everything after it on that connection — is held in flight until
+    /// [`NetCore::release`]: an answer delayed in the network (it stays deliverable even if
+    /// `from` loses power and restarts meanwhile, like a segment queued in the network).
+    pub fn hold_answer(&self, from: &str, to: &str, api_key: i16) {
+        self.lock()
+            .answer_holds
+            .insert((from.to_string(), to.to_string(), api_key));
+    }
+
     /// Drops every hold rule and lets every held connection deliver.
     pub fn release(&self) {
         let mut state = self.lock();
         state.holds.clear();
+        state.answer_holds.clear();
         for pipe in state.pipes.iter().filter_map(Weak::upgrade) {
-            pipe.lock().held = false;
+            let mut s = pipe.lock();
+            s.held = false;
+            s.hold_next = false;
         }
     }
 
@@ -284,6 +311,10 @@ impl NetCore {
                 s.eof = true;
                 changed = true;
             }
+            if s.in_flight.is_empty() && s.reset_when_delivered && !s.reset {
+                s.reset = true;
+                changed = true;
+            }
             if changed {
                 s.wake();
             }
@@ -307,11 +338,15 @@ impl NetCore {
     }
 }
 
+/// Resets every connection of `host` — except that bytes `host` wrote on a held connection
+/// stay in the network: they are delivered when released, then the reset.
 fn reset_pipes(state: &mut NetState, host: &str) {
     for pipe in state.pipes.iter().filter_map(Weak::upgrade) {
         if pipe.from == host || pipe.to == host {
             let mut s = pipe.lock();
-            if !s.reset {
+            if pipe.from == host && s.held && !s.in_flight.is_empty() {
+                s.reset_when_delivered = true;
+            } else if !s.reset {
                 s.reset = true;
                 s.wake();
             }
@@ -500,21 +535,31 @@ impl AsyncWrite for SimStream {
         _cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let (latency, hold) = {
+        let (latency, hold, hold_answer) = {
             let mut state = self.core.lock();
-            let hold = buf.len() >= 6 && {
-                let api = i16::from_be_bytes([buf[4], buf[5]]);
+            let api = (buf.len() >= 6).then(|| i16::from_be_bytes([buf[4], buf[5]]));
+            let hold = api.is_some_and(|api| {
                 state
                     .holds
                     .contains(&(self.tx.from.clone(), self.tx.to.clone(), api))
-            };
-            (NetCore::latency_us(&mut state), hold)
+            });
+            // A request whose answer is to be held: the peer's next write on this connection.
+            let hold_answer = api.is_some_and(|api| {
+                state
+                    .answer_holds
+                    .contains(&(self.tx.to.clone(), self.tx.from.clone(), api))
+            });
+            (NetCore::latency_us(&mut state), hold, hold_answer)
         };
+        if hold_answer {
+            self.rx.lock().hold_next = true;
+        }
         let now = self.core.now_us();
         let mut s = self.tx.lock();
-        if hold && !s.held {
+        if (hold || s.hold_next) && !s.held {
             s.held = true;
         }
+        s.hold_next = false;
         if s.reset {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionReset,
@@ -668,5 +713,71 @@ mod tests {
         core.release();
         advance(&core, 0);
         assert_eq!(rt.block_on(b.read(&mut buf)).unwrap(), 8);
+    }
+
+    /// An answer hold: the request flows, the answer (the peer's next write on that connection)
+    /// is held — across a power loss and restart of the answering host — until released.
+    #[test]
+    fn held_answers() {
+        let core = NetCore::new(
+            1,
+            Latency {
+                min_us: 1_000,
+                max_us: 1_000,
+            },
+        );
+        let rt = runtime();
+        let server = core.view("b");
+        let client = core.view("a");
+        let mut listener = server.bind("b:1");
+        let (mut a, mut b) = rt.block_on(async {
+            let a = client.connect("b:1").await.unwrap();
+            let (b, _) = listener.accept().await.unwrap();
+            (a, b)
+        });
+        let mut buf = [0u8; 16];
+        core.hold_answer("b", "a", keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY);
+        // A request of another API: its answer flows.
+        rt.block_on(a.write_all(&[0u8, 0, 0, 4, 0, 63, 0, 1]))
+            .unwrap();
+        advance(&core, 1_000);
+        assert_eq!(rt.block_on(b.read(&mut buf)).unwrap(), 8);
+        rt.block_on(b.write_all(&[0u8, 0, 0, 1, 9])).unwrap();
+        advance(&core, 1_000);
+        assert_eq!(rt.block_on(a.read(&mut buf)).unwrap(), 5);
+        // The request of the held API is delivered; its answer is not.
+        let key = keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY.to_be_bytes();
+        let request = [0u8, 0, 0, 4, key[0], key[1], 0, 2];
+        rt.block_on(a.write_all(&request)).unwrap();
+        advance(&core, 1_000);
+        assert_eq!(
+            rt.block_on(b.read(&mut buf)).unwrap(),
+            8,
+            "the request flows"
+        );
+        rt.block_on(b.write_all(&[0u8, 0, 0, 1, 7])).unwrap();
+        advance(&core, 10_000);
+        let held = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), a.read(&mut buf)).await
+        });
+        assert!(held.is_err(), "the held answer was delivered");
+        // The answering host loses power and starts again: the answer is still in the network
+        // (the reset that the restart causes waits behind it).
+        core.host_down("b", Severance::BlackHole);
+        drop(b);
+        core.host_up("b");
+        advance(&core, 1_000);
+        let held = rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(1), a.read(&mut buf)).await
+        });
+        assert!(held.is_err(), "the held answer was delivered or reset");
+        core.release();
+        advance(&core, 0);
+        assert_eq!(rt.block_on(a.read(&mut buf)).unwrap(), 5);
+        assert_eq!(buf[4], 7);
+        assert!(
+            rt.block_on(a.read(&mut buf)).is_err(),
+            "then the connection is reset"
+        );
     }
 }

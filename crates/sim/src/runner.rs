@@ -335,16 +335,28 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             sim.world.trace.event(sim.world.now_us(), "heal");
             Ok(())
         }
-        Step::Hold { from, to, api } => {
+        Step::Hold {
+            from,
+            to,
+            api,
+            answer,
+        } => {
             let key = crate::scenario::api_key(api).ok_or_else(|| format!("unknown API {api}"))?;
             let (from, to) = (
                 host_of(&mut sim.world, from, false),
                 host_of(&mut sim.world, to, false),
             );
-            sim.world.net.hold(&from, &to, key);
+            if *answer {
+                sim.world.net.hold_answer(&from, &to, key);
+            } else {
+                sim.world.net.hold(&from, &to, key);
+            }
             sim.world.trace.event(
                 sim.world.now_us(),
-                format!("hold {api} requests {from} -> {to}"),
+                format!(
+                    "hold {api} {} {from} -> {to}",
+                    if *answer { "answers" } else { "requests" }
+                ),
             );
             Ok(())
         }
@@ -355,7 +367,7 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
                 .event(sim.world.now_us(), "release held requests");
             Ok(())
         }
-        Step::Elect { tp, unclean } => {
+        Step::Elect { tp, kind } => {
             let net = sim
                 .world
                 .host(crate::world::CLIENT_HOST)
@@ -365,10 +377,10 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             let controller = host_of(&mut sim.world, &Node::Controller, false);
             let addr = format!("{controller}:{}", crate::world::CONTROLLER_PORT);
             let tp2 = tp_of(tp);
-            let unclean = *unclean;
+            let kind = *kind;
             let answer = sim
                 .run_task(Duration::from_secs(40), async move {
-                    crate::client::elect_leader(&net, &addr, &tp2, unclean).await
+                    crate::client::elect_leader(&net, &addr, &tp2, kind).await
                 })
                 .map_err(err)?
                 .ok_or("ElectLeaders did not finish")?
@@ -376,8 +388,7 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             sim.world.trace.event(
                 sim.world.now_us(),
                 format!(
-                    "ElectLeaders {} {tp}: error {} {}",
-                    if unclean { "unclean" } else { "preferred" },
+                    "ElectLeaders {kind} {tp}: error {} {}",
                     answer.0,
                     answer.1.clone().unwrap_or_default()
                 ),

@@ -28,6 +28,11 @@ pub const HOLDABLE_APIS: &[(&str, i16)] = &[
     ("AlterPartition", 56),
     ("BrokerRegistration", 62),
     ("BrokerHeartbeat", 63),
+    // Keel's RPC for KIP-966's Unclean Recovery Manager (controller -> broker).
+    (
+        "GetReplicaLogInfo",
+        keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY,
+    ),
 ];
 
 /// The API key of a holdable API name.
@@ -180,6 +185,34 @@ pub enum Acks {
     Leader,
 }
 
+/// What an `elect` step asks the controller for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElectKind {
+    /// `preferred`: ElectionType 0, the first live replica of the assignment if it is eligible.
+    Preferred,
+    /// `unclean` / `unclean balanced`: ElectionType 1. Without an eligible replica the
+    /// controller starts an unclean recovery, Proactive — or Balanced with `balanced` (Keel's
+    /// `RecoveryMode` tagged field).
+    Unclean {
+        /// Send `RecoveryMode` = Balanced.
+        balanced: bool,
+    },
+    /// `leader=<broker>`: elect exactly this replica (Keel's `DesiredLeaders` tagged field,
+    /// KIP-966's "directly select a leader"); it must be a live replica.
+    Leader(NodeId),
+}
+
+impl fmt::Display for ElectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ElectKind::Preferred => f.write_str("preferred"),
+            ElectKind::Unclean { balanced: false } => f.write_str("unclean"),
+            ElectKind::Unclean { balanced: true } => f.write_str("unclean balanced"),
+            ElectKind::Leader(id) => write!(f, "leader={id}"),
+        }
+    }
+}
+
 /// One step of the timeline.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -215,13 +248,22 @@ pub enum Step {
     /// first node sends the second (and everything after it on that connection) is held in
     /// flight until `release` — a request delayed in the network while the node's other
     /// connections (its heartbeats) flow. APIs: see [`HOLDABLE_APIS`].
-    Hold { from: Node, to: Node, api: String },
+    /// `hold <node> -> <node> <Api> answer`: the same for the first node's answer to the first
+    /// request of that API the second node sends it (the request itself is delivered).
+    Hold {
+        from: Node,
+        to: Node,
+        api: String,
+        /// Hold the answer `from` sends `to`, not a request.
+        answer: bool,
+    },
     /// `release`: deliver every held connection and drop every hold rule.
     Release,
-    /// `elect <tp> preferred|unclean`: an operator's ElectLeaders (API 43) sent to the
-    /// controller (`unclean` on a partition without an eligible replica starts an unclean
-    /// recovery — the way out of the Manual strategy).
-    Elect { tp: Tp, unclean: bool },
+    /// `elect <tp> preferred|unclean [balanced]|leader=<broker>`: an operator's ElectLeaders
+    /// (API 43, v2) sent to the controller (`unclean` on a partition without an eligible replica
+    /// starts an unclean recovery — the way out of the Manual strategy; `leader=N` names the
+    /// new leader, KIP-966's manual election).
+    Elect { tp: Tp, kind: ElectKind },
     /// `wait <duration>`: let simulated time pass.
     Wait(Duration),
     /// `await <condition> [within <duration>]`: advance simulated time until the condition
@@ -759,26 +801,45 @@ impl Parser {
                 Step::Release
             }
             "elect" => {
-                let [tp, kind] = args else {
-                    return Err(arity(args, 2, "elect <topic/partition> preferred|unclean"));
-                };
-                let unclean = match *kind {
-                    "preferred" => false,
-                    "unclean" => true,
-                    other => {
+                const USAGE: &str =
+                    "elect <topic/partition> preferred|unclean [balanced]|leader=<broker>";
+                let (tp, kind) = match args {
+                    [tp, "preferred"] => (tp, ElectKind::Preferred),
+                    [tp, "unclean"] => (tp, ElectKind::Unclean { balanced: false }),
+                    [tp, "unclean", "balanced"] => (tp, ElectKind::Unclean { balanced: true }),
+                    [_, "unclean", other] => {
                         return Err(format!(
-                            "unknown election type `{other}`: `preferred` or `unclean`"
+                            "unknown recovery mode `{other}`: only `balanced` (the default is \
+                             Proactive)"
                         ))
                     }
+                    [tp, kind] => match kind.split_once('=') {
+                        Some(("leader", id)) => (tp, ElectKind::Leader(self.broker(id)?)),
+                        _ => {
+                            return Err(format!(
+                                "unknown election type `{kind}`: `preferred`, `unclean` or \
+                                 `leader=<broker>`"
+                            ))
+                        }
+                    },
+                    [_, "unclean", _, ..] => return Err(arity(args, 3, USAGE)),
+                    _ => return Err(arity(args, 2, USAGE)),
                 };
                 Step::Elect {
                     tp: self.tp(tp)?,
-                    unclean,
+                    kind,
                 }
             }
             "hold" => {
-                let [from, "->", to, api] = args else {
-                    return Err(arity(args, 4, "hold <node> -> <node> <Api>"));
+                const USAGE: &str = "hold <node> -> <node> <Api> [answer]";
+                let (from, to, api, answer) = match args {
+                    [from, "->", to, api] => (from, to, api, false),
+                    [from, "->", to, api, "answer"] => (from, to, api, true),
+                    [_, "->", _, _, other] => {
+                        return Err(format!("unexpected `{other}`; expected `{USAGE}`"))
+                    }
+                    [_, "->", _, _, _, ..] => return Err(arity(args, 5, USAGE)),
+                    _ => return Err(arity(args, 4, USAGE)),
                 };
                 let (from, to) = (self.node(from)?, self.node(to)?);
                 if from == to {
@@ -800,6 +861,7 @@ impl Parser {
                     from,
                     to,
                     api: (*api).to_string(),
+                    answer,
                 }
             }
             "wait" => {
@@ -1464,13 +1526,20 @@ impl fmt::Display for Step {
                 )
             }
             Step::Heal => f.write_str("heal"),
-            Step::Hold { from, to, api } => write!(f, "hold {from} -> {to} {api}"),
+            Step::Hold {
+                from,
+                to,
+                api,
+                answer,
+            } => {
+                write!(f, "hold {from} -> {to} {api}")?;
+                if *answer {
+                    f.write_str(" answer")?;
+                }
+                Ok(())
+            }
             Step::Release => f.write_str("release"),
-            Step::Elect { tp, unclean } => write!(
-                f,
-                "elect {tp} {}",
-                if *unclean { "unclean" } else { "preferred" }
-            ),
+            Step::Elect { tp, kind } => write!(f, "elect {tp} {kind}"),
             Step::Wait(duration) => write!(f, "wait {}", Dur(*duration)),
             Step::Await { cond, within } => write!(f, "await {cond} within {}", Dur(*within)),
             Step::Produce { tp, count, acks } => {
@@ -1717,7 +1786,17 @@ mod tests {
             Step::Hold {
                 from: Node::Broker(1),
                 to: Node::Controller,
-                api: "AlterPartition".to_string()
+                api: "AlterPartition".to_string(),
+                answer: false,
+            }
+        );
+        assert_eq!(
+            step("hold 1 -> controller GetReplicaLogInfo answer"),
+            Step::Hold {
+                from: Node::Broker(1),
+                to: Node::Controller,
+                api: "GetReplicaLogInfo".to_string(),
+                answer: true,
             }
         );
     }
@@ -2136,8 +2215,10 @@ mod tests {
             expect unfenced 3\nexpect ready 2\nexpect lost t/0 = 0\nexpect lost t/0 >= 1\n\
             expect acked t/0 >= 10\nexpect acked t/1 < 3\nexpect offline t/0\n\
             expect online t/1\nkeel: expect lost t/0 = 0\nclassic: expect lost t/0 >= 1\n\
-            hold 1 -> controller AlterPartition\nhold controller -> 2 Fetch\nrelease\n\
-            elect t/0 preferred\nelect t/1 unclean\n";
+            hold 1 -> controller AlterPartition\nhold controller -> 2 Fetch\n\
+            hold 2 -> controller GetReplicaLogInfo answer\nrelease\n\
+            elect t/0 preferred\nelect t/1 unclean\nelect t/0 unclean balanced\n\
+            elect t/1 leader=2\n";
         let parsed = steps(source);
         assert_eq!(parsed.len(), source.lines().count());
         let displayed: Vec<String> = parsed.iter().map(ToString::to_string).collect();
@@ -2160,12 +2241,18 @@ mod tests {
             displayed[39],
             "alter-config topic t unclean.leader.election.enable="
         );
-        assert_eq!(displayed[displayed.len() - 7], "keel: expect lost t/0 = 0");
+        assert_eq!(displayed[displayed.len() - 10], "keel: expect lost t/0 = 0");
         assert_eq!(
-            displayed[displayed.len() - 5],
+            displayed[displayed.len() - 8],
             "hold 1 -> controller AlterPartition"
         );
-        assert_eq!(displayed[displayed.len() - 1], "elect t/1 unclean");
+        assert_eq!(
+            displayed[displayed.len() - 6],
+            "hold 2 -> controller GetReplicaLogInfo answer"
+        );
+        assert_eq!(displayed[displayed.len() - 3], "elect t/1 unclean");
+        assert_eq!(displayed[displayed.len() - 2], "elect t/0 unclean balanced");
+        assert_eq!(displayed[displayed.len() - 1], "elect t/1 leader=2");
     }
 
     #[test]
@@ -2488,6 +2575,59 @@ mod tests {
         step_err("expect lost t/0 = -1\n", 4, "non-negative integer");
         step_err("expect acked t/0 10\n", 4, "incomplete");
         step_err("expect offline t/0 now\n", 4, "unexpected `now`");
+        // Hold.
+        step_err(
+            "hold 1 controller Fetch\n",
+            4,
+            "expected `hold <node> -> <node>",
+        );
+        step_err("hold 1 -> 1 Fetch\n", 4, "two different nodes");
+        step_err("hold 1 -> controller Fetches\n", 4, "unknown API `Fetches`");
+        step_err(
+            "hold 1 -> controller Fetch answers\n",
+            4,
+            "unexpected `answers`",
+        );
+        step_err(
+            "hold 1 -> controller Fetch answer now\n",
+            4,
+            "unexpected `now`",
+        );
+        // Elect.
+        step_err("elect t/0\n", 4, "incomplete");
+        step_err("elect t/0 cleanly\n", 4, "unknown election type `cleanly`");
+        step_err("elect t/0 leader=4\n", 4, "broker 4 out of range");
+        step_err("elect t/0 leader=controller\n", 4, "not `controller`");
+        step_err("elect t/0 leader\n", 4, "unknown election type `leader`");
+        step_err("elect t/0 unclean proactive\n", 4, "unknown recovery mode");
+        step_err("elect t/0 unclean balanced now\n", 4, "unexpected `now`");
+        step_err("elect t/0 preferred balanced\n", 4, "unexpected `balanced`");
+        step_err("elect t/0 leader=1 balanced\n", 4, "unexpected `balanced`");
+        step_err("elect u/0 leader=1\n", 4, "unknown topic `u`");
+    }
+
+    #[test]
+    fn elect_kinds() {
+        assert_eq!(
+            step("elect t/1 leader=3"),
+            Step::Elect {
+                tp: Tp {
+                    topic: "t".into(),
+                    partition: 1
+                },
+                kind: ElectKind::Leader(3)
+            }
+        );
+        assert_eq!(
+            step("elect t/0 unclean balanced"),
+            Step::Elect {
+                tp: Tp {
+                    topic: "t".into(),
+                    partition: 0
+                },
+                kind: ElectKind::Unclean { balanced: true }
+            }
+        );
     }
 
     /// The complete example of `docs/scenarios.md` parses, with the expectations it describes.
