@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import kafka_wire as w
 from clients import unique_topic
 from keel_broker import keel_bin
 
@@ -93,3 +94,30 @@ def test_elect_and_status_on_a_healthy_cluster(shared_broker):
     report = json.loads(keel(b, "status", "--json").stdout)
     assert report["offline"] == [] and report["under_min_isr"] == [], report
     assert len(report["brokers"]) == 1 and report["partitions"] >= 2, report
+
+
+def test_elect_leaders_v0_through_a_broker(shared_broker):
+    """ElectLeaders v0 (no top-level error code on the wire) is forwarded and answered per
+    partition — ELECTION_NOT_NEEDED for a led partition, UNKNOWN_TOPIC_OR_PARTITION for a missing
+    one — and the connection stays usable."""
+    b = shared_broker
+    topic = unique_topic("cli-v0")
+    keel(b, "topics", "create", topic)
+    body = (w.Writer().int32(2)
+            .string(topic).int32(1).int32(0)
+            .string("no-such-topic").int32(1).int32(0)
+            .int32(30000).getvalue())
+    with w.RawConnection.to(b.bootstrap) as conn:
+        r = conn.call(43, 0, body)
+        r.int32()  # throttle
+        results = {}
+        for _ in range(r.int32()):
+            name = r.string()
+            for _ in range(r.int32()):
+                partition, code, _message = r.int32(), r.int16(), r.string()
+                results[(name, partition)] = code
+        assert r.remaining() == 0
+        assert results == {(topic, 0): 84, ("no-such-topic", 0): 3}, results
+        # The same connection answers the next request.
+        r = conn.call(43, 0, body)
+        assert r.int32() == 0

@@ -80,7 +80,13 @@ impl ControllerAnswer for IncrementalAlterConfigsResponse {
 
 impl ControllerAnswer for ElectLeadersResponse {
     fn not_controller(&self) -> bool {
+        // v0 has no top-level error code: look at the partitions too.
         self.error_code == NOT_CONTROLLER
+            || self
+                .replica_election_results
+                .iter()
+                .flat_map(|t| t.partition_result.iter())
+                .any(|p| p.error_code == NOT_CONTROLLER)
     }
 }
 

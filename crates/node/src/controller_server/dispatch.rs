@@ -197,7 +197,8 @@ fn not_controller(
             v,
             id,
             &ElectLeadersResponse::default()
-                .with_error_code(code)
+                // v0 has no top-level error code (the per-partition codes carry it).
+                .with_error_code(if v >= 1 { code } else { 0 })
                 .with_replica_election_results(
                     r.topic_partitions
                         .unwrap_or_default()

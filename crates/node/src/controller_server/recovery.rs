@@ -267,6 +267,9 @@ impl BrokerSender {
             }
         }
         if !failed.is_empty() {
+            // The URM asks again at once: keep a broker that refuses a partition from being
+            // polled in a tight loop.
+            tokio::time::sleep(Duration::from_millis(RETRY_BACKOFF_MS)).await;
             self.report_failure(failed).await;
         }
     }

@@ -10,7 +10,7 @@
 //! explicit topic list the cursor's topic must be in it (`INVALID_REQUEST`), and a negative
 //! cursor index is `INVALID_REQUEST`. Requested topics that do not exist are answered with
 //! `UNKNOWN_TOPIC_OR_PARTITION` (`INVALID_TOPIC_EXCEPTION` for an illegal name); a partition
-//! without a leader with `LEADER_NOT_AVAILABLE` and leader -1.
+//! without a leader with leader -1 and no error, as Kafka does.
 //!
 //! Each partition also carries Keel's status (a tagged field, `keel_wire::keel_ext`): what a
 //! leaderless partition waits for, which the `keel` CLI shows and Kafka clients skip.
@@ -164,15 +164,11 @@ fn partition_entry(
     let p = image.partition(tp)?;
     let live = image.live_brokers();
     let offline: Vec<_> = p.replicas.iter().filter(|r| !live.contains(r)).collect();
-    let error = if p.leader.is_some() {
-        0
-    } else {
-        ResponseError::LeaderNotAvailable.code()
-    };
     let status = keel_status(image, tp);
     Some(
         DescribeTopicPartitionsResponsePartition::default()
-            .with_error_code(error)
+            // Kafka answers a leaderless partition with no error and leader -1.
+            .with_error_code(0)
             .with_partition_index(i32::try_from(tp.partition).unwrap_or(i32::MAX))
             .with_leader_id(BrokerId(p.leader.map_or(-1, |l| l.0)))
             .with_leader_epoch(p.leader_epoch.0)
@@ -370,7 +366,7 @@ mod tests {
     }
 
     // Shows: ELR and LastKnownELR are always present (empty lists, not null), a leaderless
-    // partition says LEADER_NOT_AVAILABLE with leader -1, and Keel's status tag is attached.
+    // partition has leader -1 and no error (Kafka), and Keel's status tag is attached.
     #[test]
     fn partition_fields() {
         let leaderless = TopicPartition::new(TopicId(Uuid::from_u128(2)), 0);
@@ -383,7 +379,7 @@ mod tests {
         });
         let r = describe(&image, &request(&["a"], 1, None));
         let p = &r.topics[0].partitions[0];
-        assert_eq!(p.error_code, ResponseError::LeaderNotAvailable.code());
+        assert_eq!(p.error_code, 0);
         assert_eq!(p.leader_id.0, -1);
         assert_eq!(p.eligible_leader_replicas, Some(vec![BrokerId(2)]));
         assert_eq!(p.last_known_elr, Some(vec![]));

@@ -23,11 +23,16 @@ pub async fn handle(
     request: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
+    // Leader epochs before the election: the answer waits until elected partitions moved on.
+    let before = broker.image();
+    // Forwarded at v1 or later, whose top-level error code says NOT_CONTROLLER even for a
+    // request of every partition (v0 has no such field; its body is v1's with ElectionType 0).
     let response: ElectLeadersResponse = match broker
         .controller()
-        .forward(ApiKey::ElectLeaders, version, &request)
+        .forward::<_, ElectLeadersResponse>(ApiKey::ElectLeaders, version.max(1), &request)
         .await
     {
+        Ok(response) if version == 0 => response.with_error_code(0),
         Ok(response) => response,
         Err(e) => {
             let e = super::controller_unavailable(e);
@@ -52,35 +57,39 @@ pub async fn handle(
                 })
                 .collect();
             return ElectLeadersResponse::default()
-                .with_error_code(e.code())
+                // v0 has no top-level error code (the per-partition codes carry it).
+                .with_error_code(if version >= 1 { e.code() } else { 0 })
                 .with_replica_election_results(results);
         }
     };
-    // Elected (no error, not a recovery that has only started): wait until this broker sees a leader.
+    // Elected (no error, not a recovery that has only started): wait until this broker sees the
+    // new leader (a leader epoch past the one before the election).
     let image = broker.image();
-    let elected: Vec<TopicPartition> = response
+    let elected: Vec<(TopicPartition, i32)> = response
         .replica_election_results
         .iter()
         .flat_map(|t| {
             let id = image.topic_id(t.topic.as_str());
+            let before = &before;
             t.partition_result
                 .iter()
                 .filter(|p| p.error_code == 0)
                 .filter(|p| p.error_message.as_deref() != Some(RECOVERY_STARTED))
                 .filter_map(move |p| {
-                    Some(TopicPartition::new(
-                        id?,
-                        u32::try_from(p.partition_id).ok()?,
-                    ))
+                    let tp = TopicPartition::new(id?, u32::try_from(p.partition_id).ok()?);
+                    let epoch = before.partition(tp).map_or(-1, |s| s.leader_epoch.0);
+                    Some((tp, epoch))
                 })
         })
         .collect();
     if !elected.is_empty() {
         broker
             .await_image(METADATA_WAIT_MS, |image| {
-                elected
-                    .iter()
-                    .all(|tp| image.partition(*tp).is_none_or(|p| p.leader.is_some()))
+                elected.iter().all(|(tp, epoch)| {
+                    image
+                        .partition(*tp)
+                        .is_none_or(|p| p.leader.is_some() && p.leader_epoch.0 > *epoch)
+                })
             })
             .await;
     }
