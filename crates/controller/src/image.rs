@@ -191,16 +191,17 @@ impl ClusterImage {
         config::resolve_strategy(configs, &self.cluster_configs)
     }
 
-    /// What a partition is waiting for, from this image alone (brokers use it to describe
-    /// partitions; the active controller's own view is `Controller::partition_status`).
+    /// What a partition is waiting for, from this image alone, given its
+    /// [`live_brokers`](Self::live_brokers) (brokers use it to describe partitions; the active
+    /// controller's own view is `Controller::partition_status`).
     pub fn partition_status(
         &self,
         tp: TopicPartition,
+        live: &BTreeSet<BrokerId>,
     ) -> Option<crate::partition_change::PartitionStatus> {
         let p = self.partition(tp)?;
-        let live = self.live_brokers();
         let ctx = crate::partition_change::ChangeContext {
-            live: &live,
+            live,
             min_isr: self.effective_min_isr(tp.topic),
             strategy: self.strategy(tp.topic),
             elr_enabled: self.elr_enabled(),

@@ -642,6 +642,34 @@ mod tests {
     }
 
     /// Moves world time on and delivers what is due.
+    /// A network with 1 ms latency, host `a` (`client`) connected to `b:1` (`listener`): the
+    /// two ends of that connection.
+    fn connected_pair() -> (
+        Arc<NetCore>,
+        tokio::runtime::Runtime,
+        SimNetwork,
+        SimListener,
+        BoxStream,
+        BoxStream,
+    ) {
+        let core = NetCore::new(
+            1,
+            Latency {
+                min_us: 1_000,
+                max_us: 1_000,
+            },
+        );
+        let rt = runtime();
+        let client = core.view("a");
+        let mut listener = core.view("b").bind("b:1");
+        let (a, b) = rt.block_on(async {
+            let a = client.connect("b:1").await.unwrap();
+            let (b, _) = listener.accept().await.unwrap();
+            (a, b)
+        });
+        (core, rt, client, listener, a, b)
+    }
+
     fn advance(core: &NetCore, us: u64) {
         core.set_now_us(core.now_us() + us);
         core.deliver();
@@ -652,22 +680,7 @@ mod tests {
     // another connection of the same hosts flows.
     #[test]
     fn latency_cuts_and_holds() {
-        let core = NetCore::new(
-            1,
-            Latency {
-                min_us: 1_000,
-                max_us: 1_000,
-            },
-        );
-        let rt = runtime();
-        let server = core.view("b");
-        let client = core.view("a");
-        let mut listener = server.bind("b:1");
-        let (mut a, mut b) = rt.block_on(async {
-            let a = client.connect("b:1").await.unwrap();
-            let (b, _) = listener.accept().await.unwrap();
-            (a, b)
-        });
+        let (core, rt, client, mut listener, mut a, mut b) = connected_pair();
         let mut buf = [0u8; 16];
         rt.block_on(a.write_all(b"hello")).unwrap();
         advance(&core, 500);
@@ -719,22 +732,7 @@ mod tests {
     /// is held — across a power loss and restart of the answering host — until released.
     #[test]
     fn held_answers() {
-        let core = NetCore::new(
-            1,
-            Latency {
-                min_us: 1_000,
-                max_us: 1_000,
-            },
-        );
-        let rt = runtime();
-        let server = core.view("b");
-        let client = core.view("a");
-        let mut listener = server.bind("b:1");
-        let (mut a, mut b) = rt.block_on(async {
-            let a = client.connect("b:1").await.unwrap();
-            let (b, _) = listener.accept().await.unwrap();
-            (a, b)
-        });
+        let (core, rt, _client, _listener, mut a, mut b) = connected_pair();
         let mut buf = [0u8; 16];
         core.hold_answer("b", "a", keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY);
         // A request of another API: its answer flows.

@@ -15,6 +15,7 @@
 //! Each partition also carries Keel's status (a tagged field, `keel_wire::keel_ext`): what a
 //! leaderless partition waits for, which the `keel` CLI shows and Kafka clients skip.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use keel_controller::partition_change::PartitionStatus;
@@ -76,6 +77,7 @@ pub fn describe(
     let limit = usize::try_from(request.response_partition_limit)
         .unwrap_or(0)
         .clamp(1, PARTITION_LIMIT_MAX);
+    let live = image.live_brokers();
     let mut remaining = limit;
     let mut response = DescribeTopicPartitionsResponse::default();
     for name in names {
@@ -110,7 +112,7 @@ pub fn describe(
         remaining -= taken.len();
         let partitions = taken
             .iter()
-            .filter_map(|i| partition_entry(image, TopicPartition::new(id, *i)))
+            .filter_map(|i| partition_entry(image, &live, TopicPartition::new(id, *i)))
             .collect();
         response.topics.push(
             DescribeTopicPartitionsResponseTopic::default()
@@ -159,12 +161,12 @@ fn ids<'a>(
 
 fn partition_entry(
     image: &ClusterImage,
+    live: &BTreeSet<keel_controller::types::BrokerId>,
     tp: TopicPartition,
 ) -> Option<DescribeTopicPartitionsResponsePartition> {
     let p = image.partition(tp)?;
-    let live = image.live_brokers();
     let offline: Vec<_> = p.replicas.iter().filter(|r| !live.contains(r)).collect();
-    let status = keel_status(image, tp);
+    let status = keel_status(image, live, tp);
     Some(
         DescribeTopicPartitionsResponsePartition::default()
             // Kafka answers a leaderless partition with no error and leader -1.
@@ -182,14 +184,18 @@ fn partition_entry(
 }
 
 /// What the partition waits for, as Keel's tagged field says it.
-fn keel_status(image: &ClusterImage, tp: TopicPartition) -> PartitionStatusCode {
-    let brokers = |set: &std::collections::BTreeSet<keel_controller::types::BrokerId>| {
+fn keel_status(
+    image: &ClusterImage,
+    live: &BTreeSet<keel_controller::types::BrokerId>,
+    tp: TopicPartition,
+) -> PartitionStatusCode {
+    let brokers = |set: &BTreeSet<keel_controller::types::BrokerId>| {
         set.iter().map(|b| b.0).collect::<Vec<i32>>()
     };
     let Some(p) = image.partition(tp) else {
         return PartitionStatusCode::Led;
     };
-    match image.partition_status(tp) {
+    match image.partition_status(tp, live) {
         None | Some(PartitionStatus::Led(_)) => PartitionStatusCode::Led,
         Some(PartitionStatus::WaitingForIsrMember(isr)) => {
             PartitionStatusCode::WaitingForIsr(brokers(&isr))
