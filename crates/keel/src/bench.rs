@@ -15,13 +15,17 @@ use keel_node::client::Connection;
 use keel_node::net::{BoxStream, TcpNetwork};
 use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use keel_wire::kafka_protocol::messages::list_offsets_request::{
+    ListOffsetsPartition, ListOffsetsTopic,
+};
 use keel_wire::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use keel_wire::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use keel_wire::kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, FetchRequest, FetchResponse,
-    MetadataRequest, MetadataResponse, ProduceRequest, ProduceResponse, TopicName,
+    ListOffsetsRequest, ListOffsetsResponse, MetadataRequest, MetadataResponse, ProduceRequest,
+    ProduceResponse, TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
@@ -60,6 +64,16 @@ pub struct BenchArgs {
     /// Concurrent consumers reading everything back afterwards (0 = skip).
     #[arg(long, default_value_t = 1)]
     consumers: usize,
+    /// Produce nothing: read an existing `--topic` from its log start offsets up to its end
+    /// offsets at the start of the run, with `--consumers` consumers (a catch-up read).
+    #[arg(long, requires = "topic", conflicts_with = "end_to_end")]
+    consume_only: bool,
+    /// Measure end-to-end latency instead of throughput: send this many single-record batches
+    /// to partition 0, one at a time, while a consumer long-polls it from the same leader;
+    /// each latency runs from the send until the consumer's fetch returns the record (which
+    /// needs the high watermark past it, i.e. `min.insync.replicas` replicas for any `--acks`).
+    #[arg(long, value_name = "RECORDS")]
+    end_to_end: Option<u64>,
 }
 
 fn parse_acks(text: &str) -> anyhow::Result<i16> {
@@ -95,8 +109,14 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let mut admin = Connection::connect(&TcpNetwork, &args.bootstrap, "keel-bench")
         .await
         .with_context(|| format!("cannot connect to {}", args.bootstrap))?;
+    if args.consume_only {
+        return catch_up(&mut admin, &topic, args.consumers.max(1), args.record_bytes).await;
+    }
     create_topic(&mut admin, &topic, args.partitions, args.replication_factor).await?;
     let leaders = wait_for_leaders(&mut admin, &topic, args.partitions).await?;
+    if let Some(count) = args.end_to_end {
+        return end_to_end(&topic, &leaders[&0], count, args.record_bytes, acks).await;
+    }
     println!(
         "topic {topic}: {} partitions, {} records x {} B, batches of {}, {} producers, acks={}",
         args.partitions,
@@ -143,7 +163,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if args.consumers > 0 && acks != 0 {
         let started = Instant::now();
         let consumed =
-            consume_all(&topic, &leaders, args.consumers, args.partitions, produced).await?;
+            consume_all(&topic, &leaders, args.consumers, &BTreeMap::new(), produced).await?;
         report("consume", consumed, args.record_bytes, started.elapsed());
     }
     Ok(())
@@ -229,28 +249,7 @@ async fn wait_for_leaders(
 ) -> anyhow::Result<Leaders> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let version = admin.version(ApiKey::Metadata, 4, 12)?;
-        let request = MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
-                TopicName(StrBytes::from_string(topic.to_string())),
-            ))]))
-            .with_allow_auto_topic_creation(false);
-        let response: MetadataResponse = admin
-            .call_version(ApiKey::Metadata, version, &request)
-            .await?;
-        let brokers: BTreeMap<i32, String> = response
-            .brokers
-            .iter()
-            .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
-            .collect();
-        let mut leaders = Leaders::new();
-        if let Some(t) = response.topics.first() {
-            for p in &t.partitions {
-                if let Some(addr) = brokers.get(&p.leader_id.0) {
-                    leaders.insert(p.partition_index, addr.clone());
-                }
-            }
-        }
+        let (_, leaders) = leaders_now(admin, topic).await?;
         if leaders.len() == usize::try_from(partitions).unwrap_or(0) {
             return Ok(leaders);
         }
@@ -259,6 +258,125 @@ async fn wait_for_leaders(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The topic's partition count in the answering broker's metadata, and where each partition
+/// with a leader listens.
+async fn leaders_now(
+    admin: &mut Connection<BoxStream>,
+    topic: &str,
+) -> anyhow::Result<(usize, Leaders)> {
+    let version = admin.version(ApiKey::Metadata, 4, 12)?;
+    let request = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+            TopicName(StrBytes::from_string(topic.to_string())),
+        ))]))
+        .with_allow_auto_topic_creation(false);
+    let response: MetadataResponse = admin
+        .call_version(ApiKey::Metadata, version, &request)
+        .await?;
+    let brokers: BTreeMap<i32, String> = response
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+        .collect();
+    let mut leaders = Leaders::new();
+    let mut count = 0;
+    if let Some(t) = response.topics.first() {
+        count = t.partitions.len();
+        for p in &t.partitions {
+            if let Some(addr) = brokers.get(&p.leader_id.0) {
+                leaders.insert(p.partition_index, addr.clone());
+            }
+        }
+    }
+    Ok((count, leaders))
+}
+
+/// `--consume-only`: reads an existing topic from its log start to the end offsets it has now.
+async fn catch_up(
+    admin: &mut Connection<BoxStream>,
+    topic: &str,
+    consumers: usize,
+    record_bytes: usize,
+) -> anyhow::Result<()> {
+    let (count, leaders) = leaders_now(admin, topic).await?;
+    if count == 0 {
+        bail!("topic {topic} does not exist (or has no partitions)");
+    }
+    if leaders.len() != count {
+        bail!(
+            "{} of {topic}'s {count} partitions have no leader",
+            count - leaders.len()
+        );
+    }
+    let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (p, addr) in &leaders {
+        by_leader.entry(addr).or_default().push(*p);
+    }
+    let (mut start, mut expected) = (BTreeMap::new(), 0u64);
+    for (addr, partitions) in by_leader {
+        let mut connection = Connection::connect(&TcpNetwork, addr, "keel-bench").await?;
+        let earliest = list_offsets(&mut connection, topic, &partitions, -2).await?;
+        let latest = list_offsets(&mut connection, topic, &partitions, -1).await?;
+        for p in partitions {
+            let (from, to) = (earliest[&p], latest[&p]);
+            expected += u64::try_from(to - from).unwrap_or(0);
+            start.insert(p, from);
+        }
+    }
+    println!(
+        "topic {topic}: {count} partitions, {expected} records to read, {consumers} consumers"
+    );
+    let started = Instant::now();
+    let consumed = consume_all(topic, &leaders, consumers, &start, expected).await?;
+    report("consume", consumed, record_bytes, started.elapsed());
+    Ok(())
+}
+
+/// ListOffsets at `timestamp` (-1 latest, -2 earliest) for partitions this broker leads.
+async fn list_offsets(
+    connection: &mut Connection<BoxStream>,
+    topic: &str,
+    partitions: &[i32],
+    timestamp: i64,
+) -> anyhow::Result<BTreeMap<i32, i64>> {
+    let version = connection.version(ApiKey::ListOffsets, 1, 7)?;
+    let request = ListOffsetsRequest::default()
+        .with_replica_id((-1).into())
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|p| {
+                        ListOffsetsPartition::default()
+                            .with_partition_index(*p)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(timestamp)
+                    })
+                    .collect(),
+            )]);
+    let response: ListOffsetsResponse = connection
+        .call_version(ApiKey::ListOffsets, version, &request)
+        .await?;
+    let mut offsets = BTreeMap::new();
+    for t in &response.topics {
+        for p in &t.partitions {
+            if p.error_code != 0 {
+                bail!(
+                    "ListOffsets for partition {} failed with error {}",
+                    p.partition_index,
+                    p.error_code
+                );
+            }
+            offsets.insert(p.partition_index, p.offset);
+        }
+    }
+    if let Some(missing) = partitions.iter().find(|p| !offsets.contains_key(p)) {
+        bail!("ListOffsets answered nothing for partition {missing}");
+    }
+    Ok(offsets)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -331,9 +449,10 @@ async fn consume_all(
     topic: &str,
     leaders: &Leaders,
     consumers: usize,
-    partitions: i32,
+    start: &BTreeMap<i32, i64>,
     expected: u64,
 ) -> anyhow::Result<u64> {
+    let partitions = i32::try_from(leaders.len()).unwrap_or(i32::MAX);
     let counted = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut tasks = Vec::new();
     for consumer in 0..consumers {
@@ -341,14 +460,18 @@ async fn consume_all(
             .filter(|p| *p as usize % consumers == consumer)
             .collect();
         // One fetch loop per leader: each partition is read from its leader.
-        let mut by_leader: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        let mut by_leader: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
         for p in mine {
-            by_leader.entry(leaders[&p].clone()).or_default().push(p);
+            let from = start.get(&p).copied().unwrap_or(0);
+            by_leader
+                .entry(leaders[&p].clone())
+                .or_default()
+                .insert(p, from);
         }
         for (addr, group) in by_leader {
             let (topic, counted) = (topic.to_string(), counted.clone());
             tasks.push(tokio::spawn(async move {
-                consume_partitions(&topic, &addr, &group, counted, expected).await
+                consume_partitions(&topic, &addr, group, counted, expected).await
             }));
         }
     }
@@ -358,16 +481,168 @@ async fn consume_all(
     Ok(counted.load(std::sync::atomic::Ordering::Relaxed))
 }
 
+/// The next offset after each complete batch of a fetched record set. A fetch answer may end
+/// inside a batch (Kafka cuts at the size limit); that partial batch is read again next time.
+fn batch_ends(records: &[u8]) -> anyhow::Result<Vec<i64>> {
+    let mut ends = Vec::new();
+    for batch in BatchIter::new(records) {
+        match batch {
+            Ok(batch) => ends.push(batch.header.next_offset().0),
+            Err(keel_log::batch::BatchError::Truncated { .. }) => break,
+            Err(e) => return Err(e).context("fetched a corrupt batch"),
+        }
+    }
+    Ok(ends)
+}
+
+/// `--end-to-end`: one single-record Produce at a time to partition 0; a consumer on its own
+/// connection long-polls the partition, and each record's latency is from its send until the
+/// consumer has it.
+async fn end_to_end(
+    topic: &str,
+    leader: &str,
+    count: u64,
+    record_bytes: usize,
+    acks: i16,
+) -> anyhow::Result<()> {
+    if acks == 0 {
+        bail!("--end-to-end needs --acks 1 or all (each send waits for its offset)");
+    }
+    let mut producer = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
+    let start = list_offsets(&mut producer, topic, &[0], -1).await?[&0];
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<(i64, Instant)>();
+    let consumer = {
+        let (topic, leader) = (topic.to_string(), leader.to_string());
+        tokio::spawn(async move { follow(&topic, &leader, start, seen_tx).await })
+    };
+    let batch = Bytes::from(build_payload_batch(1, record_bytes));
+    let name = TopicName(StrBytes::from_string(topic.to_string()));
+    let version = producer.version(ApiKey::Produce, 3, 11)?;
+    let mut latencies_us = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+    let mut caught_up = start;
+    for _ in 0..count {
+        let request = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(30_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name.clone())
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(batch.clone()))])]);
+        let sent = Instant::now();
+        let response: ProduceResponse = producer
+            .call_version(ApiKey::Produce, version, &request)
+            .await?;
+        let Some(answer) = response
+            .responses
+            .first()
+            .and_then(|t| t.partition_responses.first())
+        else {
+            bail!("the Produce answer names no partition");
+        };
+        if answer.error_code != 0 {
+            bail!("produce failed with error {}", answer.error_code);
+        }
+        let offset = answer.base_offset;
+        while caught_up <= offset {
+            let next = tokio::time::timeout(Duration::from_secs(30), seen.recv()).await;
+            match next {
+                Ok(Some((end, at))) => {
+                    caught_up = end;
+                    if end > offset {
+                        latencies_us.push(at.saturating_duration_since(sent).as_micros() as u64);
+                    }
+                }
+                Ok(None) => {
+                    return Err(consumer.await?.err().unwrap_or_else(|| {
+                        anyhow::anyhow!("the consumer stopped before offset {offset}")
+                    }))
+                }
+                Err(_) => bail!("offset {offset} not consumed 30 s after it was acknowledged"),
+            }
+        }
+    }
+    drop(seen);
+    consumer.abort();
+    latencies_us.sort_unstable();
+    let mean = latencies_us.iter().sum::<u64>() as f64 / latencies_us.len().max(1) as f64 / 1000.0;
+    let pick = |q: f64| {
+        let index = ((latencies_us.len() as f64 - 1.0) * q).round() as usize;
+        latencies_us.get(index).copied().unwrap_or(0) as f64 / 1000.0
+    };
+    println!(
+        "end-to-end latency ({} records of {record_bytes} B, acks={acks}, ms): avg {mean:.3}  p50 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+        latencies_us.len(),
+        pick(0.5),
+        pick(0.99),
+        pick(0.999),
+        pick(1.0)
+    );
+    Ok(())
+}
+
+/// Long-polls partition 0 from `from`, sending the end offset of each fetch that returned
+/// records (and when it arrived) until the receiver is dropped.
+async fn follow(
+    topic: &str,
+    leader: &str,
+    from: i64,
+    seen: tokio::sync::mpsc::UnboundedSender<(i64, Instant)>,
+) -> anyhow::Result<()> {
+    let mut connection = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
+    let version = connection.version(ApiKey::Fetch, 4, 12)?;
+    let mut offset = from;
+    loop {
+        let request = FetchRequest::default()
+            .with_replica_id((-1).into())
+            .with_max_wait_ms(500)
+            .with_min_bytes(1)
+            .with_max_bytes(1024 * 1024)
+            .with_isolation_level(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_fetch_offset(offset)
+                    .with_current_leader_epoch(-1)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(1024 * 1024)])]);
+        let response: FetchResponse = connection
+            .call_version(ApiKey::Fetch, version, &request)
+            .await?;
+        let arrived = Instant::now();
+        for t in &response.responses {
+            for p in &t.partitions {
+                if p.error_code != 0 {
+                    bail!("fetch from partition 0 failed with error {}", p.error_code);
+                }
+                let Some(records) = &p.records else { continue };
+                if let Some(end) = batch_ends(records)?.into_iter().max() {
+                    if end > offset {
+                        offset = end;
+                        if seen.send((end, arrived)).is_err() {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads `offsets`' partitions from their leader at `addr`, from the given offsets, until all
+/// consumers together counted `expected` records.
 async fn consume_partitions(
     topic: &str,
     addr: &str,
-    partitions: &[i32],
+    mut offsets: BTreeMap<i32, i64>,
     counted: Arc<std::sync::atomic::AtomicU64>,
     expected: u64,
 ) -> anyhow::Result<()> {
     let mut connection = Connection::connect(&TcpNetwork, addr, "keel-bench").await?;
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
-    let mut offsets: BTreeMap<i32, i64> = partitions.iter().map(|p| (*p, 0)).collect();
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut idle_rounds = 0;
     while counted.load(std::sync::atomic::Ordering::Relaxed) < expected && Instant::now() < deadline
@@ -412,9 +687,7 @@ async fn consume_partitions(
                 let offset = offsets
                     .get_mut(&p.partition_index)
                     .expect("requested partition");
-                for batch in BatchIter::new(records) {
-                    let batch = batch.context("fetched a corrupt batch")?;
-                    let next = batch.header.next_offset().0;
+                for next in batch_ends(records)? {
                     if next > *offset {
                         got += (next - *offset) as u64;
                         *offset = next;

@@ -34,6 +34,7 @@ use crate::config::{BrokerConfig, Listener};
 use crate::controller_server::{self, ControllerServerConfig, MetadataDir};
 use crate::net::{BoxStream, MemNetwork, Network};
 use crate::server;
+use keel_wire::ResponseError;
 
 /// Shortest period of the flush checker (flush.ms is checked at this granularity at most).
 const FLUSH_CHECK_INTERVAL_MS_MIN: u64 = 100;
@@ -48,6 +49,9 @@ const CONTROLLED_SHUTDOWN_POLL_MS: u64 = 200;
 const CONTROLLED_SHUTDOWN_MAX_MS: u64 = 30_000;
 /// How long a starting broker waits for leaders of its partitions before saying it is ready.
 const STARTUP_SETTLE_MAX_MS: u64 = 3_000;
+
+/// How often a registration refused as a duplicate is retried (see `register`).
+const DUPLICATE_REGISTRATION_RETRY: Duration = Duration::from_millis(250);
 /// The address of a single-node cluster's in-process controller.
 const IN_PROCESS_CONTROLLER: &str = "in-process-controller:0";
 
@@ -434,9 +438,27 @@ async fn run_broker(
         }
     }
 
-    // Give the controller a moment to elect leaders for what this broker hosts (a restarted
-    // single-node cluster has no leader until its controller sees the broker back), so clients
-    // starting now find them; bounded, since a partition may rightly stay leaderless.
+    let serve_stop = CancellationToken::new();
+    let server_task = tokio::spawn(server::serve(listener, broker.clone(), serve_stop.clone()));
+    let mut background = spawn_background(broker.clone(), tasks.clone());
+    background.push(tokio::spawn(crate::cluster::fetcher::run(
+        broker.clone(),
+        tasks.clone(),
+    )));
+    background.push(tokio::spawn(send_alter_partitions(
+        broker.clone(),
+        jobs,
+        tasks.clone(),
+    )));
+    background.push(tokio::spawn(tick_leaders(broker.clone(), tasks.clone())));
+
+    // Serving (and replicating) from here on, as a Kafka broker once unfenced: the controller
+    // may need this broker's answers to elect its partitions' leaders (the Unclean Recovery
+    // Manager asks every replica for its log by GetReplicaLogInfo). Before announcing that it
+    // is ready, give the controller a moment to elect leaders for what this broker hosts (a
+    // restarted single-node cluster has no leader until its controller sees the broker back),
+    // so clients starting then find them; bounded, since a partition may rightly stay
+    // leaderless.
     let settle = tokio::time::Instant::now() + Duration::from_millis(STARTUP_SETTLE_MAX_MS);
     let mut images = broker.subscribe_image_changes();
     while !broker.all_hosted_partitions_led() && tokio::time::Instant::now() < settle {
@@ -452,20 +474,6 @@ async fn run_broker(
         port, broker_epoch, "broker started"
     );
     on_ready(&ready);
-
-    let serve_stop = CancellationToken::new();
-    let server_task = tokio::spawn(server::serve(listener, broker.clone(), serve_stop.clone()));
-    let mut background = spawn_background(broker.clone(), tasks.clone());
-    background.push(tokio::spawn(crate::cluster::fetcher::run(
-        broker.clone(),
-        tasks.clone(),
-    )));
-    background.push(tokio::spawn(send_alter_partitions(
-        broker.clone(),
-        jobs,
-        tasks.clone(),
-    )));
-    background.push(tokio::spawn(tick_leaders(broker.clone(), tasks.clone())));
 
     // Heartbeat while serving; on shutdown, controlled shutdown first.
     let mut fenced_logged = false;
@@ -512,7 +520,11 @@ async fn run_broker(
     Ok(())
 }
 
-/// Registers, retrying with back-off; `None` if shutdown came first.
+/// Registers, retrying with back-off; `None` if shutdown came first. A refusal with
+/// `DUPLICATE_BROKER_REGISTRATION` (this node's previous incarnation, gone without a controlled
+/// shutdown, still holds its session) is retried every [`DUPLICATE_REGISTRATION_RETRY`] from the
+/// same controller, so the broker registers as soon as that session expires, not up to a full
+/// back-off later.
 async fn register(
     broker: &Broker,
     registration: &Registration,
@@ -521,31 +533,45 @@ async fn register(
     let mut attempt = 0;
     loop {
         let outcome = async {
-            let (index, mut connection) = connect_controller(broker).await?;
+            let (index, mut connection) =
+                connect_controller(broker).await.map_err(|e| (e, false))?;
             match lifecycle::register(&mut connection, registration).await {
                 Ok(epoch) => {
                     broker.controller().prefer(index);
-                    anyhow::Ok(((index, connection), epoch))
+                    Ok(((index, connection), epoch))
                 }
                 Err(e) => {
-                    broker.controller().demote(index);
-                    Err(e.into())
+                    let duplicate = matches!(
+                        &e,
+                        lifecycle::LifecycleError::Refused {
+                            error: ResponseError::DuplicateBrokerRegistration
+                        }
+                    );
+                    if !duplicate {
+                        broker.controller().demote(index);
+                    }
+                    Err((anyhow::Error::from(e), duplicate))
                 }
             }
         }
         .await;
-        match outcome {
+        let pause = match outcome {
             Ok(done) => return Some(done),
-            Err(e) => {
+            Err((e, duplicate)) => {
                 if attempt % 10 == 0 {
                     warn!(error = %e, "cannot register with the controller yet; retrying");
                 }
+                if duplicate {
+                    DUPLICATE_REGISTRATION_RETRY
+                } else {
+                    lifecycle::reconnect_backoff(attempt)
+                }
             }
-        }
+        };
         tokio::select! {
             biased;
             () = shutdown.cancelled() => return None,
-            () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
+            () = tokio::time::sleep(pause) => {}
         }
         attempt = attempt.saturating_add(1);
     }
