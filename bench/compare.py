@@ -118,13 +118,18 @@ def ceilings(results: Results, scratch: Path, size_mb: int) -> None:
             os.close(fd)
         return size_mb * (1 << 20) / elapsed / MB
 
-    log(f"ceilings: sequential write of {size_mb} MiB, loopback TCP")
-    results.ceilings["seq_write_buffered_MBps"] = write(False, False)
-    os.sync()
-    results.ceilings["seq_write_fdatasync_end_MBps"] = write(False, True)
-    results.ceilings["seq_write_fsync_each_MiB_MBps"] = write(True, False)
-    path.unlink()
-    results.ceilings["loopback_tcp_MBps"] = loopback_tcp(4 * size_mb)
+    log(f"ceilings: sequential write of {size_mb} MiB, loopback TCP (best of 3 each)")
+    os.sync()  # earlier writes still in the page cache would slow the first measurement
+    for key, sync_each, sync_end in (("seq_write_buffered_MBps", False, False),
+                                     ("seq_write_fdatasync_end_MBps", False, True),
+                                     ("seq_write_fsync_each_MiB_MBps", True, False)):
+        best = 0.0
+        for _ in range(3):
+            best = max(best, write(sync_each, sync_end))
+            path.unlink()
+            os.sync()
+        results.ceilings[key] = best
+    results.ceilings["loopback_tcp_MBps"] = max(loopback_tcp(4 * size_mb) for _ in range(3))
     for k, v in results.ceilings.items():
         log(f"  {k}: {v:,.0f}")
 
@@ -725,10 +730,18 @@ class Bench:
             wait_for(lambda: out_path.stat().st_size > 200_000, 60, "the producer to be acked steadily")
             active = system.active_controller()
             leaders = self.leaders("failover")
+            if kill_controller and active not in leaders.values():
+                # Leadership piles up on the survivors of earlier kills (neither system has
+                # rebalanced yet): move it back to the preferred replicas, as an operator would.
+                self.tools.run("org.apache.kafka.tools.LeaderElectionCommand", [
+                    "--bootstrap-server", BOOTSTRAP, "--election-type", "PREFERRED", "--all-topic-partitions"])
+                wait_for(lambda: active in (self.leaders("failover") or {}).values(), 30,
+                         "a partition led by the active controller")
+                leaders = self.leaders("failover")
             chosen = [p for p, node in sorted(leaders.items()) if (node == active) == kill_controller]
             if not chosen:
-                raise RuntimeError(f"no partition led by {'the' if kill_controller else 'a non-'}active "
-                                   f"controller (leaders {leaders}, active controller {active})")
+                raise RuntimeError(f"no partition led by {'the' if kill_controller else 'a node other than the'} "
+                                   f"active controller (leaders {leaders}, active controller {active})")
             partition, victim = chosen[0], leaders[chosen[0]]
             t_kill = time.time()
             system.kill_node(victim)
@@ -817,7 +830,7 @@ class Bench:
         R.add(R.row(f"rss_{when}", "broker resident memory", when, "largest of the three brokers", "MiB", False),
               system.name, max(r[0] for r in rss))
         if when == "at the end":
-            R.add(R.row("rss_peak", "broker resident memory", "peak over the run (VmHWM)",
+            R.add(R.row("rss_peak", "broker resident memory", "peak of the processes alive at the end (VmHWM)",
                         "largest of the three brokers", "MiB", False), system.name, max(r[1] for r in rss))
 
 

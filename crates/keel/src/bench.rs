@@ -703,3 +703,40 @@ async fn consume_partitions(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(base_offset: i64, records: usize) -> Vec<u8> {
+        let values: Vec<Vec<u8>> = (0..records).map(|i| vec![i as u8; 10]).collect();
+        let records: Vec<(Option<&[u8]>, &[u8])> =
+            values.iter().map(|v| (None, v.as_slice())).collect();
+        let mut bytes = keel_log::plain_batch::build_batch(&records, 0);
+        // The base offset is outside the CRC: the broker assigns it.
+        bytes[..8].copy_from_slice(&base_offset.to_be_bytes());
+        bytes
+    }
+
+    #[test]
+    fn batch_ends_stops_before_a_partial_trailing_batch() {
+        let mut records = batch(0, 3);
+        records.extend(batch(3, 2));
+        assert_eq!(batch_ends(&records).unwrap(), vec![3, 5]);
+        // A fetch answer cut at its size limit ends inside the next batch: not an error.
+        let whole = records.len();
+        records.extend(batch(5, 4));
+        records.truncate(whole + 20);
+        assert_eq!(batch_ends(&records).unwrap(), vec![3, 5]);
+        assert_eq!(batch_ends(&[]).unwrap(), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn batch_ends_refuses_a_corrupt_batch() {
+        let mut records = batch(0, 3);
+        let last = records.len() - 1;
+        records[last] ^= 0xff; // the CRC no longer matches
+        let error = batch_ends(&records).unwrap_err();
+        assert!(format!("{error:#}").contains("corrupt"), "{error:#}");
+    }
+}

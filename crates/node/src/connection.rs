@@ -29,6 +29,9 @@ const ACCEPT_RETRY_MS: u64 = 100;
 pub enum Reply {
     /// Write these bytes (a size-prefixed response).
     Send(Bytes),
+    /// Write these parts in order, vectored: a size-prefixed response whose large record sets
+    /// are their own parts (a Fetch answer; see `keel_wire::response::encode_fetch`).
+    SendParts(Vec<Bytes>),
     /// No response (Produce with `acks=0`).
     Nothing,
     /// Close the connection as Kafka does for this request (a failed `acks=0` Produce), with the
@@ -36,6 +39,45 @@ pub enum Reply {
     Close(String),
     /// Close the connection: the request was malformed or could not be answered.
     Reject(String),
+}
+
+/// The most `iovec`s one vectored write is given.
+const MAX_WRITE_SLICES: usize = 64;
+
+/// Writes every part in order with vectored writes (several parts per system call where the
+/// stream supports it; one at a time where it does not).
+async fn write_parts<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut parts: Vec<Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    let mut first = 0;
+    while first < parts.len() {
+        if parts[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let slices: Vec<std::io::IoSlice<'_>> = parts[first..]
+            .iter()
+            .filter(|p| !p.is_empty())
+            .take(MAX_WRITE_SLICES)
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
+        let mut written = writer.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let part = &mut parts[first];
+            let step = written.min(part.len());
+            part.advance(step);
+            written -= step;
+            if part.is_empty() {
+                first += 1;
+            }
+        }
+    }
+    writer.flush().await
 }
 
 /// One listener's way of answering a frame (decode with its API set, dispatch, encode).
@@ -145,6 +187,11 @@ pub async fn handle_connection<S, H>(
         match reply {
             Reply::Send(bytes) => {
                 if let Err(e) = writer.write_all(&bytes).await {
+                    break Closed::Io(e);
+                }
+            }
+            Reply::SendParts(parts) => {
+                if let Err(e) = write_parts(&mut writer, parts).await {
                     break Closed::Io(e);
                 }
             }

@@ -91,10 +91,8 @@ impl Log {
                     Ok(Visit::Continue)
                 })
                 .map_err(self.io_error("read"))?;
-            let start = budget.out.len();
-            budget.out.resize(start + (end - position) as usize, 0);
             segment
-                .read(position, &mut budget.out[start..])
+                .read_to_vec(position, (end - position) as usize, &mut budget.out)
                 .map_err(self.io_error("read"))?;
             target = segment.next_offset();
         }

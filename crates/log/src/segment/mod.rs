@@ -455,9 +455,9 @@ impl Segment {
         Ok(())
     }
 
-    /// Reads `buf.len()` bytes at `position`.
-    pub fn read(&self, position: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.log_file.read_exact_at(position, buf)
+    /// Appends the `len` bytes at `position` to `out`.
+    pub fn read_to_vec(&self, position: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        self.log_file.read_to_vec_at(position, len, out)
     }
 
     /// Closes the files and removes them (the caller fsyncs the directory).

@@ -118,6 +118,19 @@ pub trait StorageFile: Send + Sync + Debug {
         Ok(())
     }
 
+    /// Appends exactly `len` bytes read at `pos` to `out`, failing with `UnexpectedEof` (and
+    /// leaving `out` as it was) if the file is shorter. The hot read path (fetches); an
+    /// implementation may read straight into `out`'s spare capacity instead of zeroing it first.
+    fn read_to_vec_at(&self, pos: u64, len: usize, out: &mut Vec<u8>) -> io::Result<()> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let read = self.read_exact_at(pos, &mut out[start..]);
+        if read.is_err() {
+            out.truncate(start);
+        }
+        read
+    }
+
     /// Reads the whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let size = usize::try_from(self.size()?)

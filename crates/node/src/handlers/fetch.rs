@@ -253,7 +253,12 @@ fn read_round(
         .iter()
         .zip(plans)
         .map(|(topic, plans)| {
-            let name = topic.topic.to_string();
+            // Resolved once per topic (by id from v13), not per partition.
+            let name = if topic.topic_id.is_nil() {
+                Some(topic.topic.to_string())
+            } else {
+                broker.topic_name(topic.topic_id)
+            };
             let partitions = topic
                 .partitions
                 .iter()
@@ -261,7 +266,9 @@ fn read_round(
                 .map(|(p, plan)| {
                     let data = match plan {
                         Plan::Fixed(data) => (**data).clone(),
-                        Plan::Read => read_partition(broker, &name, topic, p, fetcher, &mut budget),
+                        Plan::Read => {
+                            read_partition(broker, name.as_deref(), p, fetcher, &mut budget)
+                        }
                     };
                     // A diverging answer must reach the follower at once, like an error.
                     has_error |= data.error_code != 0 || data.diverging_epoch.epoch >= 0;
@@ -297,7 +304,7 @@ struct Budget {
 
 fn topic_name(broker: &Broker, topic: &FetchTopic, version: i16) -> Option<String> {
     if version >= 13 {
-        broker.topic_by_id(topic.topic_id).map(|t| t.name)
+        broker.topic_name(topic.topic_id)
     } else {
         Some(topic.topic.to_string())
     }
@@ -362,18 +369,12 @@ fn base(index: i32, high_watermark: Offset, log_start: Offset) -> PartitionData 
 
 fn read_partition(
     broker: &Broker,
-    name: &str,
-    topic: &FetchTopic,
+    name: Option<&str>,
     p: &FetchPartition,
     fetcher: Fetcher,
     budget: &mut Budget,
 ) -> PartitionData {
-    let resolved = if topic.topic_id.is_nil() {
-        Some(name.to_string())
-    } else {
-        broker.topic_by_id(topic.topic_id).map(|t| t.name)
-    };
-    let Some(partition) = resolved.and_then(|n| broker.partition(&n, p.partition)) else {
+    let Some(partition) = name.and_then(|n| broker.partition(n, p.partition)) else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
     };
     // A new leader whose high watermark has not reached the start of its epoch would report

@@ -40,7 +40,15 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
             produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
             produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
         },
-        Request::Fetch(r) => encode(&fetch::handle(broker, r, version).await)?,
+        Request::Fetch(r) => {
+            // Record sets leave as their own parts, uncopied (vectored write).
+            let body = fetch::handle(broker, r, version).await;
+            return Ok(Reply::SendParts(response::encode_fetch(
+                version,
+                correlation_id,
+                body,
+            )?));
+        }
         Request::ListOffsets(r) => encode(&list_offsets::handle(broker, r, version))?,
         Request::OffsetForLeaderEpoch(r) => encode(&offset_for_leader_epoch::handle(broker, r))?,
         Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version).await)?,

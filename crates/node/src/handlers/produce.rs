@@ -67,7 +67,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
     for topic in request.topic_data {
         // v13+ names topics by id.
         let name = if version >= 13 {
-            broker.topic_by_id(topic.topic_id).map(|t| t.name)
+            broker.topic_name(topic.topic_id)
         } else {
             Some(topic.name.to_string())
         };
