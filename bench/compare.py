@@ -25,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from dataclasses import dataclass, field
@@ -879,7 +880,8 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
              f"parentheses; 1 KiB records, 6 partitions, 2 producers, {args.records:,} records per throughput run.",
              f"- Latency runs: a fixed {results.facts.get('latency_rate', '?')} over 2 producers (half of Kafka's "
              "median ProducerPerformance acks=all throughput).",
-             f"- Catch-up reads: page cache {results.facts.get('catchup_page_cache', '?')}.", ""]
+             f"- Catch-up reads: page cache {results.facts.get('catchup_page_cache', '?')}.",
+             *([f"- {results.facts['baseline']}"] if results.facts.get("baseline") else []), ""]
     if c:
         lines += ["## The machine's ceilings", "", "| ceiling | MB/s |", "|---|---|",
                   f"| sequential write, buffered (no fsync) | {c['seq_write_buffered_MBps']:,.0f} |",
@@ -931,11 +933,11 @@ def write_chart(results: Results, out_png: Path) -> None:
         r = ratio(row)
         if r is None or r <= 0:
             continue
-        labels.append(f"{row.workload} — {row.tool} — {row.metric}")
+        labels.append(textwrap.fill(f"{row.workload} — {row.tool} — {row.metric}", 70))
         factors.append(r if row.higher_is_better else 1 / r)
     if not factors:
         return
-    fig, ax = plt.subplots(figsize=(11, 0.38 * len(labels) + 1.5))
+    fig, ax = plt.subplots(figsize=(12, 0.5 * len(labels) + 1.5))
     colors = ["#2a9d8f" if f >= 1 else "#e76f51" for f in factors]
     y = list(range(len(labels)))[::-1]
     ax.barh(y, factors, color=colors)
@@ -948,7 +950,7 @@ def write_chart(results: Results, out_png: Path) -> None:
     ax.set_xlabel("Keel's advantage over Apache Kafka (>1: Keel better; log scale)")
     ax.set_title(f"Keel vs Apache Kafka on this machine, {results.facts['date']}")
     fig.tight_layout()
-    fig.savefig(out_png, dpi=110)
+    fig.savefig(out_png, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -982,6 +984,9 @@ def main() -> int:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run in minutes: 1 repeat, small sizes (numbers not for publishing)")
     p.add_argument("--keep", action="store_true", help="keep the clusters' data directories")
+    p.add_argument("--baseline", type=Path, metavar="JSON",
+                   help="take Apache Kafka's samples from an earlier run's <date>.json instead of running "
+                        "Kafka again (with --systems keel: re-measure Keel after a change); the report says so")
     p.add_argument("--out", type=Path, help="report path (default bench/results/<date>.md)")
     args = p.parse_args()
     if args.quick:
@@ -999,6 +1004,23 @@ def main() -> int:
     keel_binary = Path(os.environ.get("KEEL_BIN", REPO / "target" / "release" / "keel"))
     tools = KafkaTools()
     bench = Bench(args, tools, keel_binary, results)
+    baseline_title = None
+    if args.baseline:
+        if "kafka" in names:
+            p.error("--baseline replaces the Kafka run: use it with --systems keel")
+        old = json.loads(args.baseline.read_text())
+        for row in old["rows"]:
+            copy = results.row(row["key"], row["workload"], row["tool"], row["metric"], row["unit"],
+                               row["higher_is_better"], tuple(row["ceiling"]) if row["ceiling"] else None)
+            if row["samples"].get("kafka"):
+                copy.samples["kafka"] = list(row["samples"]["kafka"])
+            if row["errors"].get("kafka"):
+                copy.errors["kafka"] = row["errors"]["kafka"]
+        if old["facts"].get("latency_rate"):
+            bench.rate_for_latency = float(old["facts"]["latency_rate"].split()[0].replace(",", ""))
+        baseline_title = f"Apache Kafka {tools.version} (samples of {args.baseline.name}, {old['facts']['date']})"
+        results.facts["baseline"] = (f"Apache Kafka's samples are those of `{args.baseline}` (same harness and "
+                                     f"machine, {old['facts']['date']}); only Keel ran this time.")
     ceilings(results, CACHE / "scratch", 256 if args.quick else 2048)
     systems = []
     for name in names:
@@ -1012,6 +1034,8 @@ def main() -> int:
             results.facts[f"{system.name}_aborted"] = str(e)
             system.stop()
     (out_md.with_suffix(".json")).write_text(json.dumps(results.to_json(), indent=1))
+    if baseline_title:
+        systems.insert(0, type("Baseline", (), {"name": "kafka", "title": baseline_title})())
     write_report(results, systems, args, out_md)
     write_chart(results, out_md.with_suffix(".png"))
     print(out_md.read_text())
