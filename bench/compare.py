@@ -360,7 +360,7 @@ class Keel(System):
                               text=True).stdout.strip()
 
     def format_node(self, node, cluster_id):
-        subprocess.run([str(self.binary), "format", "-c", str(self.config(node)), "-t", cluster_id], check=True,
+        subprocess.run([str(self.binary), "format", "-c", str(self.config(node)), f"--cluster-id={cluster_id}"], check=True,
                        capture_output=True)
 
     def node_command(self, node):

@@ -224,7 +224,7 @@ class Broker:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.config.items()))
         argv = [str(binary), "format", "--config", str(self.config_path)]
         if self.cluster_id is not None:
-            argv += ["--cluster-id", self.cluster_id]
+            argv.append(f"--cluster-id={self.cluster_id}")
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=self.workdir)
         with open(self.workdir / "format.log", "a") as log:
             log.write(f"$ {' '.join(argv)}\n{out.stdout}{out.stderr}")

@@ -99,7 +99,13 @@ def test_end_to_end_measures_every_record(shared_broker):
     # the topic now holds exactly those records
     out = bench(shared_broker, "--topic", topic, "--consume-only", "--consumers", "1").stdout
     assert "200 records to read" in out, out
-    bench(shared_broker, "--topic", topic, "--end-to-end", "5", "--acks", "0", ok=False)
+    # acks=0 cannot time a record (no offset comes back): refused before anything is sent
+    run = bench(shared_broker, "--topic", topic, "--end-to-end", "5", "--acks", "0", ok=False)
+    assert "--acks 1 or all" in run.stderr, run.stderr
+    # an existing topic keeps its partition count (the default --partitions is 6)
+    run = bench(shared_broker, "--topic", topic, "--end-to-end", "5")
+    assert "already exists with 1 partitions" in run.stderr, run.stderr
+    assert "end-to-end latency (5 records" in run.stdout, run.stdout
 
 
 def test_compare_parses_the_tools_output():

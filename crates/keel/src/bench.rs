@@ -100,6 +100,9 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if args.batch_records == 0 || args.producers == 0 || args.partitions < 1 {
         bail!("--batch-records, --producers and --partitions must be positive");
     }
+    if args.end_to_end.is_some() && acks == 0 {
+        bail!("--end-to-end needs --acks 1 or all (each send waits for its offset)");
+    }
     let topic = args.topic.clone().unwrap_or_else(|| {
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -113,13 +116,20 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         return catch_up(&mut admin, &topic, args.consumers.max(1), args.record_bytes).await;
     }
     create_topic(&mut admin, &topic, args.partitions, args.replication_factor).await?;
-    let leaders = wait_for_leaders(&mut admin, &topic, args.partitions).await?;
+    let leaders = wait_for_leaders(&mut admin, &topic).await?;
+    // An existing topic keeps its own partition count, whatever --partitions says.
+    let partitions = i32::try_from(leaders.len())?;
+    if partitions != args.partitions {
+        eprintln!(
+            "topic {topic} already exists with {partitions} partitions (not --partitions {}); using them",
+            args.partitions
+        );
+    }
     if let Some(count) = args.end_to_end {
         return end_to_end(&topic, &leaders[&0], count, args.record_bytes, acks).await;
     }
     println!(
-        "topic {topic}: {} partitions, {} records x {} B, batches of {}, {} producers, acks={}",
-        args.partitions,
+        "topic {topic}: {partitions} partitions, {} records x {} B, batches of {}, {} producers, acks={}",
         args.records,
         args.record_bytes,
         args.batch_records,
@@ -142,7 +152,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             topic.clone(),
             leaders.clone(),
             producer,
-            args.partitions,
+            partitions,
             share,
             batch.clone(),
             acks,
@@ -242,15 +252,15 @@ async fn create_topic(
     Ok(())
 }
 
+/// Where every partition of `topic` is led, once each one has a leader (30 s at most).
 async fn wait_for_leaders(
     admin: &mut Connection<BoxStream>,
     topic: &str,
-    partitions: i32,
 ) -> anyhow::Result<Leaders> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (_, leaders) = leaders_now(admin, topic).await?;
-        if leaders.len() == usize::try_from(partitions).unwrap_or(0) {
+        let (count, leaders) = leaders_now(admin, topic).await?;
+        if count > 0 && leaders.len() == count {
             return Ok(leaders);
         }
         if Instant::now() > deadline {
@@ -505,9 +515,6 @@ async fn end_to_end(
     record_bytes: usize,
     acks: i16,
 ) -> anyhow::Result<()> {
-    if acks == 0 {
-        bail!("--end-to-end needs --acks 1 or all (each send waits for its offset)");
-    }
     let mut producer = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
     let start = list_offsets(&mut producer, topic, &[0], -1).await?[&0];
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<(i64, Instant)>();

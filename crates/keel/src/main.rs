@@ -14,7 +14,7 @@ use base64::Engine;
 use clap::{Args, Parser, Subcommand};
 use keel_log::storage::{OsStorage, Storage};
 use keel_log::LogDir;
-use keel_node::clock::SystemClock;
+use keel_node::clock::{Clock, SystemClock};
 use keel_node::config::{self, BrokerConfig};
 use keel_node::net::TcpNetwork;
 use tokio_util::sync::CancellationToken;
@@ -244,9 +244,10 @@ fn golden(files: &[PathBuf]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Kafka's cluster-id form: a random UUID as 22 characters of URL-safe base64.
+/// Kafka's cluster-id form: a random UUID as 22 characters of URL-safe base64, never one that
+/// starts with `-` (it would read as an option when passed to `keel format --cluster-id`).
 fn random_cluster_id() -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Uuid::new_v4().as_bytes())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SystemClock.new_kafka_id().as_bytes())
 }
 
 fn load_props(path: &Path, overrides: &[String]) -> anyhow::Result<BTreeMap<String, String>> {

@@ -198,9 +198,10 @@ impl ControllerState {
         u64::try_from(self.clock.now_ms()).unwrap_or(0)
     }
 
-    /// A new random id (topic ids), from the clock so a simulation can reproduce it.
+    /// A new random id (topic ids) of the form Kafka hands out, from the clock so a simulation
+    /// can reproduce it.
     pub fn new_uuid(&self) -> uuid::Uuid {
-        self.clock.new_uuid()
+        self.clock.new_kafka_id()
     }
 
     /// Whether this controller is the active one (events run only then).
