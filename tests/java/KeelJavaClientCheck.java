@@ -1,5 +1,6 @@
 // Apache Kafka's Java client (4.x) against Keel: admin (create, describe, configs), a producer
-// per compression with acks=all, and an assign()-based consumer that reads everything back.
+// per compression with acks=all and the producer's default settings (idempotence on: InitProducerId and
+// sequenced batches), and an assign()-based consumer that reads everything back.
 // Prints "JAVA-CLIENT-OK" and exits 0 when every check holds; exits 1 with the reason otherwise.
 
 import java.time.Duration;
@@ -48,7 +49,6 @@ public class KeelJavaClientCheck {
         Properties pp = new Properties();
         pp.putAll(common);
         pp.put("acks", "all");
-        pp.put("enable.idempotence", "false");
         pp.put("linger.ms", "5");
         pp.put("batch.size", "16384");
         for (String compression : compressions) {

@@ -46,7 +46,9 @@ class _Dedup(logging.Filter):
 
 
 RDKAFKA_LOG.addFilter(_Dedup())
-# Both clients must leave idempotence off: Keel serves no InitProducerId yet.
+# Idempotence is off in these shared helpers because many tests produce with acks=1 or acks=0,
+# which idempotent producers refuse; test_idempotence.py and the kill -9 test in test_cluster.py
+# use it.
 CONFLUENT_COMMON = {"enable.idempotence": False, "logger": RDKAFKA_LOG}
 # confluent-kafka insists on a group.id; with assign() and no commits no group API is used.
 CONFLUENT_CONSUMER = {

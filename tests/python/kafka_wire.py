@@ -23,6 +23,7 @@ API_FETCH = 1
 API_LIST_OFFSETS = 2
 API_METADATA = 3
 API_API_VERSIONS = 18
+API_INIT_PRODUCER_ID = 22
 API_OFFSET_FOR_LEADER_EPOCH = 23
 
 # Kafka error codes (org.apache.kafka.common.protocol.Errors).
@@ -33,6 +34,8 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 UNSUPPORTED_VERSION = 35
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 UNKNOWN_LEADER_EPOCH = 75
 INVALID_RECORD = 87
 
@@ -188,21 +191,24 @@ def _record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: b
     return varint(len(body)) + bytes(body)
 
 
-def record_batch(records: list[tuple[bytes | None, bytes | None, int]], corrupt_crc: bool = False) -> bytes:
-    """Encodes uncompressed (key, value, timestamp_ms) records as one v2 batch at base offset 0."""
+def record_batch(records: list[tuple[bytes | None, bytes | None, int]], corrupt_crc: bool = False,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 attributes: int = 0) -> bytes:
+    """Encodes uncompressed (key, value, timestamp_ms) records as one v2 batch at base offset 0,
+    of an idempotent producer when `producer_id` >= 0 (attribute bit 4 marks it transactional)."""
     assert records, "a record batch holds at least one record"
     base_ts = records[0][2]
     max_ts = max(ts for _, _, ts in records)
     recs = b"".join(_record(i, ts - base_ts, k, v) for i, (k, v, ts) in enumerate(records))
     after_crc = (
         Writer()
-        .int16(0)  # attributes: no compression, CreateTime, not transactional
+        .int16(attributes)  # default: no compression, CreateTime, not transactional
         .int32(len(records) - 1)  # last offset delta
         .int64(base_ts)
         .int64(max_ts)
-        .int64(-1)  # producer id
-        .int16(-1)  # producer epoch
-        .int32(-1)  # base sequence
+        .int64(producer_id)
+        .int16(producer_epoch)
+        .int32(base_sequence)
         .int32(len(records))
         .raw(recs)
         .getvalue()
@@ -414,6 +420,14 @@ def produce_v3(conn: RawConnection, topic: str, partition: int, records: bytes, 
     topics = r.array(lambda x: (x.string(), x.array(lambda y: (y.int32(), y.int16(), y.int64(), y.int64()))))
     [(_, [(_, err, base_offset, _)])] = topics
     return err, base_offset
+
+
+def init_producer_id_v0(conn: RawConnection, transactional_id: str | None = None) -> tuple[int, int, int]:
+    """InitProducerId v0; returns (error_code, producer_id, producer_epoch)."""
+    body = Writer().string(transactional_id).int32(60_000).getvalue()
+    r = conn.call(API_INIT_PRODUCER_ID, 0, body)
+    r.int32()  # throttle time
+    return r.int16(), r.int64(), r.int16()
 
 
 def fetch_v4(conn: RawConnection, topic: str, partition: int, offset: int, max_wait_ms: int = 100):

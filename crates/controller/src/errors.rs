@@ -47,6 +47,7 @@ error_codes! {
     InvalidConfig = 40, "INVALID_CONFIG";
     NotController = 41, "NOT_CONTROLLER";
     InvalidRequest = 42, "INVALID_REQUEST";
+    UnknownServerError = -1, "UNKNOWN_SERVER_ERROR";
     FencedLeaderEpoch = 74, "FENCED_LEADER_EPOCH";
     StaleBrokerEpoch = 77, "STALE_BROKER_EPOCH";
     PreferredLeaderNotAvailable = 80, "PREFERRED_LEADER_NOT_AVAILABLE";
@@ -134,6 +135,14 @@ pub enum ReplayError {
         record: i64,
         /// The registered epoch.
         registered: i64,
+    },
+    /// A producer-id block that does not move the next producer id forward.
+    #[error("producer ids record moves the next producer id from {current} to {next}")]
+    ProducerIdsNotIncreasing {
+        /// The record's next producer id.
+        next: i64,
+        /// The image's.
+        current: i64,
     },
     /// The record names an unknown topic.
     #[error("unknown topic {0}")]

@@ -89,6 +89,8 @@ pub struct ClusterImage {
     topic_names: BTreeMap<String, TopicId>,
     cluster_configs: BTreeMap<String, String>,
     features: BTreeMap<String, u16>,
+    /// The first producer id no broker has been given yet.
+    next_producer_id: i64,
     last_applied: Option<MetadataOffset>,
 }
 
@@ -107,6 +109,11 @@ impl ClusterImage {
     pub fn next_offset(&self) -> MetadataOffset {
         self.last_applied
             .map_or(MetadataOffset(0), MetadataOffset::next)
+    }
+
+    /// The first producer id not handed out yet ([`Record::ProducerIds`]).
+    pub fn next_producer_id(&self) -> i64 {
+        self.next_producer_id
     }
 
     /// Every registration.
@@ -262,6 +269,16 @@ impl ClusterImage {
             Record::ClearElr(r) => self.clear_elr(r.topic),
             Record::FeatureLevel(FeatureLevelRecord { name, level }) => {
                 self.features.insert(name.clone(), *level);
+                Ok(())
+            }
+            Record::ProducerIds(r) => {
+                if r.next_producer_id <= self.next_producer_id {
+                    return Err(ReplayError::ProducerIdsNotIncreasing {
+                        next: r.next_producer_id,
+                        current: self.next_producer_id,
+                    });
+                }
+                self.next_producer_id = r.next_producer_id;
                 Ok(())
             }
         }
@@ -499,6 +516,15 @@ impl ClusterImage {
                     state: p.clone(),
                 }));
             }
+        }
+        if self.next_producer_id > 0 {
+            // The broker and epoch of the last block are not kept; the snapshot keeps the
+            // high-water mark, which is all replay needs.
+            records.push(Record::ProducerIds(crate::records::ProducerIdsRecord {
+                broker: BrokerId(-1),
+                broker_epoch: crate::types::BrokerEpoch(-1),
+                next_producer_id: self.next_producer_id,
+            }));
         }
         records
     }

@@ -135,7 +135,7 @@ pub mod types;
 pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse, Output,
-    RegisterBrokerRequest, RegisterBrokerResponse,
+    ProducerIdBlock, RegisterBrokerRequest, RegisterBrokerResponse, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

@@ -43,6 +43,8 @@ pub enum Record {
     ClearElr(ClearElrRecord),
     /// A feature level was finalized (e.g. `eligible.leader.replicas.enable`).
     FeatureLevel(FeatureLevelRecord),
+    /// A block of producer ids was handed to a broker.
+    ProducerIds(ProducerIdsRecord),
 }
 
 /// A listener a broker accepts connections on.
@@ -224,6 +226,18 @@ pub struct ConfigRecord {
 pub struct ClearElrRecord {
     /// One topic, or every topic when `None`.
     pub topic: Option<TopicId>,
+}
+
+/// Kafka's `ProducerIdsRecord`: the broker (at its epoch) that got the block ending below
+/// `next_producer_id`, the first id no block has yet.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerIdsRecord {
+    /// The broker given the block.
+    pub broker: BrokerId,
+    /// Its broker epoch when it asked.
+    pub broker_epoch: BrokerEpoch,
+    /// The first producer id not handed out yet.
+    pub next_producer_id: i64,
 }
 
 /// Kafka's `FeatureLevelRecord`.

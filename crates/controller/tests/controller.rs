@@ -452,3 +452,39 @@ fn alter_partition_unknown_topic_id() {
         "ISR [1] < min ISR 2: [2, 3] into ELR"
     );
 }
+
+#[test]
+fn producer_id_blocks_never_overlap_and_survive_a_snapshot() {
+    let (mut c, _) = cluster();
+    let epoch = |c: &Controller, b: i32| c.image().broker(BrokerId(b)).expect("registered").epoch;
+    let e1 = epoch(&c, 1);
+    let out = c.allocate_producer_ids(BrokerId(1), e1, 1);
+    let a = commit(&mut c, out).expect("block for broker 1");
+    let e2 = epoch(&c, 2);
+    let out = c.allocate_producer_ids(BrokerId(2), e2, 1);
+    let b = commit(&mut c, out).expect("block for broker 2");
+    assert_eq!((a.first, a.len), (0, PRODUCER_ID_BLOCK_SIZE));
+    assert_eq!(b.first, a.first + i64::from(a.len));
+    // a stale epoch or an unknown broker gets nothing
+    let out = c.allocate_producer_ids(BrokerId(1), BrokerEpoch(e1.0 + 100), 1);
+    assert!(out.records.is_empty());
+    assert_eq!(
+        commit(&mut c, out).unwrap_err().code,
+        ErrorCode::StaleBrokerEpoch
+    );
+    let out = c.allocate_producer_ids(BrokerId(9), e1, 1);
+    assert_eq!(
+        commit(&mut c, out).unwrap_err().code,
+        ErrorCode::StaleBrokerEpoch
+    );
+    // a controller rebuilt from a snapshot goes on after the last block
+    let end = c.next_offset();
+    let image = ClusterImage::from_snapshot(end, &c.image().to_snapshot()).expect("loads");
+    assert_eq!(image.next_producer_id(), b.first + i64::from(b.len));
+    let mut rebuilt = Controller::from_image(image, ControllerConfig::new(CLUSTER), 1);
+    let out = rebuilt.allocate_producer_ids(BrokerId(3), epoch(&rebuilt, 3), 2);
+    assert_eq!(
+        commit(&mut rebuilt, out).unwrap().first,
+        2 * i64::from(PRODUCER_ID_BLOCK_SIZE)
+    );
+}

@@ -55,6 +55,30 @@ pub enum LogError {
         /// The base offset of the batch.
         found: Offset,
     },
+    /// An idempotent producer's batch does not follow its last one
+    /// (`OUT_OF_ORDER_SEQUENCE_NUMBER`).
+    #[error("producer {producer_id} epoch {epoch}: expected sequence {expected}, got {found}")]
+    OutOfOrderSequence {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        epoch: i16,
+        /// The sequence that would follow.
+        expected: i32,
+        /// The batch's base sequence.
+        found: i32,
+    },
+    /// A batch from an older epoch of a producer that has written with a newer one
+    /// (`INVALID_PRODUCER_EPOCH`).
+    #[error("producer {producer_id} epoch {epoch} is fenced: the partition has epoch {current}")]
+    InvalidProducerEpoch {
+        /// The producer.
+        producer_id: i64,
+        /// The batch's producer epoch.
+        epoch: i16,
+        /// The epoch the partition knows.
+        current: i16,
+    },
 
     // ---- fatal errors ----
     /// A storage operation failed.
@@ -153,7 +177,9 @@ impl LogError {
             | LogError::RecordTooLarge { .. }
             | LogError::UnsupportedMagic { .. }
             | LogError::OffsetOutOfRange { .. }
-            | LogError::UnexpectedAppendOffset { .. } => false,
+            | LogError::UnexpectedAppendOffset { .. }
+            | LogError::OutOfOrderSequence { .. }
+            | LogError::InvalidProducerEpoch { .. } => false,
             LogError::Io { .. }
             | LogError::Locked { .. }
             | LogError::CorruptFile { .. }
@@ -174,6 +200,8 @@ impl LogError {
             LogError::RecordTooLarge { .. } => Some(10),
             LogError::UnsupportedMagic { .. } => Some(43),
             LogError::InvalidRecord { .. } => Some(87),
+            LogError::OutOfOrderSequence { .. } => Some(45),
+            LogError::InvalidProducerEpoch { .. } => Some(47),
             LogError::UnexpectedAppendOffset { .. }
             | LogError::Io { .. }
             | LogError::Locked { .. }

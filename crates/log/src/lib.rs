@@ -23,6 +23,8 @@
 //!     00000000000000001234.log           next segment, named by its base offset
 //!     ...
 //!     leader-epoch-checkpoint            0 / count / "<epoch> <start offset>" lines
+//!     00000000000000001234.snapshot      idempotent producers' state below offset 1234
+//!                                        (written at each roll and at close)
 //! ```
 //!
 //! Checkpoints and markers are replaced atomically ([`storage::write_file_atomically`]: temp
@@ -79,7 +81,8 @@
 //! - [`Log::flush`], [`Log::flush_if_due`], [`Log::roll`], [`Log::maybe_roll`],
 //!   [`Log::apply_retention`] → [`RetentionResult`];
 //! - accessors: log start / end offset, recovery point, latest epoch, size, segments,
-//!   [`Log::durable_positions`].
+//!   [`Log::durable_positions`], [`Log::producer_states`];
+//! - [`Log::remove_expired_producers`] (`producer.id.expiration.ms`).
 //!
 //! Semantics worth knowing:
 //! - timestamp lookups work at batch granularity (batches may be compressed and are never
@@ -89,7 +92,9 @@
 //!   answer for an epoch below the earliest known one: (requested epoch, start offset of the
 //!   earliest known epoch);
 //! - `truncate_to` works on whole batches and flushes the log, so afterwards the recovery point
-//!   equals the log end offset;
+//!   equals the log end offset; the producer state is reloaded for the new end;
+//! - `append_as_leader` answers an idempotent producer's retry of a batch the log holds with
+//!   that batch's offsets (`AppendInfo::duplicate`) and appends nothing;
 //! - the recovery point is the flushed offset; the caller checkpoints it (with
 //!   [`LogDir::checkpoint`]) — to simulate losing unflushed data on an unclean start, truncate a
 //!   freshly opened log to its checkpointed recovery point with [`Log::truncate_to`].
@@ -102,7 +107,9 @@
 //!   flushing, recovery;
 //! - [`LogDir`] (module `log_dir`): identity, clean-shutdown marker, checkpoints, loading logs;
 //! - [`checkpoint`]: the text checkpoint formats; [`LeaderEpochCache`]: epoch → start offset;
-//! - [`plain_batch`]: building v2 batches for tests and tools.
+//! - [`plain_batch`]: building v2 batches for tests and tools;
+//! - [`producer_state`]: idempotent producers' sequences and epochs per partition: duplicate
+//!   detection and sequence checks on leader appends, snapshots.
 //!
 //! Errors are one [`LogError`] enum split into API errors (mapped to Kafka error codes by
 //! [`LogError::kafka_error_code`]) and fatal ones ([`LogError::is_fatal`]).
@@ -116,6 +123,7 @@ pub mod index;
 mod log;
 mod log_dir;
 pub mod plain_batch;
+pub mod producer_state;
 mod segment;
 pub mod storage;
 mod types;
@@ -132,6 +140,7 @@ pub use log_dir::{
     SkippedDir, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
+pub use producer_state::{ProducerEntry, ProducerStates, SequenceCheck};
 pub use segment::{
     parse_segment_file_name, segment_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,

@@ -3,7 +3,8 @@
 //! controller's metadata log (whose records are small JSON values) do.
 
 use crate::batch::{
-    compute_crc, BatchHeader, CRC_POS, HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD, MAGIC_V2,
+    compute_crc, BatchHeader, BASE_SEQUENCE_POS, CRC_POS, HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD,
+    MAGIC_V2, PRODUCER_EPOCH_POS, PRODUCER_ID_POS,
 };
 
 /// Builds one uncompressed magic-2 batch as a producer sends it: base offset 0, partition leader
@@ -22,6 +23,18 @@ pub type TimedRecord<'a> = (Option<&'a [u8]>, &'a [u8], i64);
 /// Like [`build_batch`], with one timestamp per record (`maxTimestamp` is their maximum, the base
 /// timestamp the first one's). An empty slice gives a batch with zero records and timestamp -1.
 pub fn build_batch_with_timestamps(records: &[TimedRecord<'_>]) -> Vec<u8> {
+    let keyed: Vec<_> = records
+        .iter()
+        .map(|&(key, value, ts)| (key, Some(value), ts))
+        .collect();
+    build_keyed_batch(&keyed)
+}
+
+/// A record for [`build_keyed_batch`]: (key, value, timestamp); a `None` value is a tombstone.
+pub type KeyedRecord<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, i64);
+
+/// Like [`build_batch_with_timestamps`], with nullable values (compacted topics' tombstones).
+pub fn build_keyed_batch(records: &[KeyedRecord<'_>]) -> Vec<u8> {
     let base_timestamp = records.first().map_or(-1, |r| r.2);
     let max_timestamp = records.iter().map(|r| r.2).max().unwrap_or(-1);
     let mut body = Vec::new();
@@ -52,25 +65,36 @@ pub fn build_batch_with_timestamps(records: &[TimedRecord<'_>]) -> Vec<u8> {
     batch
 }
 
+/// Marks a batch built by [`build_batch`] as an idempotent producer's: sets its producer id,
+/// epoch and base sequence and recomputes the CRC.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32) {
+    batch[PRODUCER_ID_POS..PRODUCER_ID_POS + 8].copy_from_slice(&producer_id.to_be_bytes());
+    batch[PRODUCER_EPOCH_POS..PRODUCER_EPOCH_POS + 2]
+        .copy_from_slice(&producer_epoch.to_be_bytes());
+    batch[BASE_SEQUENCE_POS..BASE_SEQUENCE_POS + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    let crc = compute_crc(batch);
+    batch[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 fn encode_record(
     out: &mut Vec<u8>,
     offset_delta: i64,
     ts_delta: i64,
     key: Option<&[u8]>,
-    value: &[u8],
+    value: Option<&[u8]>,
 ) {
     let mut record = vec![0u8]; // attributes
     put_varlong(&mut record, ts_delta);
     put_varlong(&mut record, offset_delta);
-    match key {
-        Some(key) => {
-            put_varlong(&mut record, key.len() as i64);
-            record.extend_from_slice(key);
+    for field in [key, value] {
+        match field {
+            Some(bytes) => {
+                put_varlong(&mut record, bytes.len() as i64);
+                record.extend_from_slice(bytes);
+            }
+            None => put_varlong(&mut record, -1),
         }
-        None => put_varlong(&mut record, -1),
     }
-    put_varlong(&mut record, value.len() as i64);
-    record.extend_from_slice(value);
     put_varlong(&mut record, 0); // headers count
     put_varlong(out, record.len() as i64);
     out.extend_from_slice(&record);
@@ -108,8 +132,10 @@ pub struct DecodedRecord {
     pub timestamp: i64,
     /// The key, if not null.
     pub key: Option<Vec<u8>>,
-    /// The value (a null value decodes as empty).
+    /// The value (a null value decodes as empty; see `value_is_null`).
     pub value: Vec<u8>,
+    /// Whether the value was null (a tombstone).
+    pub value_is_null: bool,
 }
 
 /// Decodes the records of one uncompressed v2 batch (headers are skipped). Fails with
@@ -137,12 +163,13 @@ fn decode_record(body: &[u8], header: &BatchHeader) -> Option<DecodedRecord> {
     let ts_delta = get_varlong(body, &mut pos)?;
     let offset_delta = get_varlong(body, &mut pos)?;
     let key = get_bytes(body, &mut pos)?;
-    let value = get_bytes(body, &mut pos)?.unwrap_or_default();
+    let value = get_bytes(body, &mut pos)?;
     Some(DecodedRecord {
         offset: header.base_offset.0 + offset_delta,
         timestamp: header.base_timestamp + ts_delta,
         key,
-        value,
+        value_is_null: value.is_none(),
+        value: value.unwrap_or_default(),
     })
 }
 

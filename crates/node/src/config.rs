@@ -153,6 +153,11 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: usize,
     /// `log.retention.check.interval.ms`; default 300000.
     pub log_retention_check_interval_ms: u64,
+    /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten by the
+    /// partitions it wrote to; default 86400000 (1 day).
+    pub producer_id_expiration_ms: u64,
+    /// `producer.id.expiration.check.interval.ms`; default 600000.
+    pub producer_id_expiration_check_interval_ms: u64,
     /// `log.flush.scheduler.interval.ms`; default: effectively never (Kafka: Long.MAX).
     pub log_flush_scheduler_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`; default 60000.
@@ -218,6 +223,8 @@ const BROKER_KEYS: &[&str] = &[
     "socket.request.max.bytes",
     "fetch.max.bytes",
     "log.retention.check.interval.ms",
+    "producer.id.expiration.ms",
+    "producer.id.expiration.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "replica.high.watermark.checkpoint.interval.ms",
@@ -383,6 +390,11 @@ impl BrokerConfig {
                 parse_value("fetch.max.bytes", v)
             })?,
             log_retention_check_interval_ms: num("log.retention.check.interval.ms", 300_000)?,
+            producer_id_expiration_ms: num("producer.id.expiration.ms", 86_400_000)?,
+            producer_id_expiration_check_interval_ms: num(
+                "producer.id.expiration.check.interval.ms",
+                600_000,
+            )?,
             log_flush_scheduler_interval_ms: num("log.flush.scheduler.interval.ms", u64::MAX)?,
             log_flush_offset_checkpoint_interval_ms: num(
                 "log.flush.offset.checkpoint.interval.ms",

@@ -858,6 +858,10 @@ fn spawn_background(
         .log_flush_scheduler_interval_ms
         .clamp(FLUSH_CHECK_INTERVAL_MS_MIN, FLUSH_CHECK_INTERVAL_MS_MAX);
     let retention_ms = broker.config.log_retention_check_interval_ms.max(1);
+    let producer_expiry_ms = broker
+        .config
+        .producer_id_expiration_check_interval_ms
+        .max(1);
     let checkpoint_ms = broker
         .config
         .replica_high_watermark_checkpoint_interval_ms
@@ -869,6 +873,9 @@ fn spawn_background(
         }),
         periodic(broker.clone(), stop.clone(), retention_ms, |b| {
             b.apply_retention()
+        }),
+        periodic(broker.clone(), stop.clone(), producer_expiry_ms, |b| {
+            b.remove_expired_producers()
         }),
         periodic(broker, stop, checkpoint_ms, |b| {
             if let Err(e) = b.checkpoint() {

@@ -12,12 +12,12 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AlterConfigsRequest, AlterPartitionRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
-    BrokerRegistrationRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeTopicPartitionsRequest,
-    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader,
+    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest, ApiKey,
+    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::protocol::Decodable;
 
@@ -41,6 +41,7 @@ pub enum Request {
     ElectLeaders(ElectLeadersRequest),
     DescribeCluster(DescribeClusterRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    InitProducerId(InitProducerIdRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -59,6 +60,7 @@ pub enum ControllerRequest {
     BrokerRegistration(BrokerRegistrationRequest),
     BrokerHeartbeat(BrokerHeartbeatRequest),
     FetchSnapshot(FetchSnapshotRequest),
+    AllocateProducerIds(AllocateProducerIdsRequest),
 }
 
 /// A request with its header; the body type depends on the listener (broker by default).
@@ -199,6 +201,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::DescribeTopicPartitions => {
             Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest::decode(buf, version)?)
         }
+        ApiKey::InitProducerId => {
+            Request::InitProducerId(InitProducerIdRequest::decode(buf, version)?)
+        }
         other => anyhow::bail!("{other:?} is not served"),
     })
 }
@@ -232,6 +237,9 @@ fn decode_controller_body(
             R::BrokerHeartbeat(BrokerHeartbeatRequest::decode(buf, version)?)
         }
         ApiKey::FetchSnapshot => R::FetchSnapshot(FetchSnapshotRequest::decode(buf, version)?),
+        ApiKey::AllocateProducerIds => {
+            R::AllocateProducerIds(AllocateProducerIdsRequest::decode(buf, version)?)
+        }
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
 }

@@ -34,6 +34,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::ApiVersions, 0, 4),
     range(ApiKey::CreateTopics, 2, 7),
     range(ApiKey::DeleteTopics, 1, 6),
+    range(ApiKey::InitProducerId, 0, 5),
     range(ApiKey::OffsetForLeaderEpoch, 2, 4),
     range(ApiKey::DescribeConfigs, 1, 4),
     range(ApiKey::AlterConfigs, 0, 2),
@@ -60,6 +61,7 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::DescribeCluster, 0, 1),
     range(ApiKey::BrokerRegistration, 0, 4),
     range(ApiKey::BrokerHeartbeat, 0, 1),
+    range(ApiKey::AllocateProducerIds, 0, 0),
 ];
 
 /// Which listener a connection arrived on; each serves its own API set.

@@ -8,11 +8,12 @@
 //!
 //! Files: [`membership`] (registration, heartbeats, fencing, controlled shutdown),
 //! [`partitions`] (topics, AlterPartition, configs, features), [`elections`] (ElectLeaders and the
-//! unclean recovery events).
+//! unclean recovery events), [`producer_ids`] (AllocateProducerIds).
 
 mod elections;
 mod membership;
 mod partitions;
+mod producer_ids;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +22,7 @@ pub use membership::{
     HeartbeatRequest, HeartbeatResponse, RegisterBrokerRequest, RegisterBrokerResponse,
 };
 pub use partitions::{ConfigChange, CreatePartitionsRequest, CreateTopicRequest};
+pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;
 use crate::errors::ReplayError;

@@ -8,6 +8,7 @@ use crate::batch::{
 };
 use crate::config::TimestampType;
 use crate::error::LogError;
+use crate::producer_state::{BatchMetadata, SequenceCheck};
 use crate::types::{LeaderEpoch, TimestampOffset};
 
 use super::{AppendInfo, Log};
@@ -38,6 +39,18 @@ impl Log {
         for view in &views {
             self.validate_producer_batch(view)?;
         }
+        if let Some(duplicate) = self.check_sequences(&views)? {
+            return Ok(AppendInfo {
+                first_offset: duplicate.first_offset(),
+                last_offset: duplicate.last_offset,
+                max_timestamp: None,
+                log_append_time_ms: None,
+                record_count: 0,
+                batch_count: 0,
+                size_bytes: 0,
+                duplicate: true,
+            });
+        }
         let first_offset = self.log_end_offset();
         let mut buf = records.to_vec();
         let mut batches = Vec::with_capacity(views.len());
@@ -64,6 +77,9 @@ impl Log {
         self.save_epochs_if(changed)?;
         let mut info = self.append_batches(&buf, &batches, now_ms)?;
         info.log_append_time_ms = log_append_time_ms;
+        for (_, header) in &batches {
+            self.producers.record(header);
+        }
         Ok(info)
     }
 
@@ -95,7 +111,37 @@ impl Log {
         }
         self.save_epochs_if(changed)?;
         let batches: Vec<_> = views.iter().map(|v| (v.position, v.header)).collect();
-        self.append_batches(records, &batches, now_ms)
+        let info = self.append_batches(records, &batches, now_ms)?;
+        for (_, header) in &batches {
+            self.producers.record(header);
+        }
+        Ok(info)
+    }
+
+    /// The idempotent-producer checks of [`crate::ProducerStates::check`] for every batch, each against
+    /// the state the earlier batches of the same append leave. The first duplicate found
+    /// answers for the whole append (Kafka's rule); an error refuses it all.
+    fn check_sequences(&self, views: &[BatchView<'_>]) -> Result<Option<BatchMetadata>, LogError> {
+        if let [view] = views {
+            return Ok(match self.producers.check(&view.header)? {
+                SequenceCheck::Duplicate(batch) => Some(batch),
+                SequenceCheck::Append => None,
+            });
+        }
+        let mut pending = self.producers.clone();
+        let mut next = self.log_end_offset();
+        for view in views {
+            match pending.check(&view.header)? {
+                SequenceCheck::Duplicate(batch) => return Ok(Some(batch)),
+                SequenceCheck::Append => {
+                    let mut header = view.header;
+                    header.base_offset = next;
+                    next = header.next_offset();
+                    pending.record(&header);
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Kafka's producer-batch rules beyond structure: size limit and a consistent record count.
@@ -159,6 +205,7 @@ impl Log {
             record_count: (last.next_offset().0 - first.base_offset.0) as u64,
             batch_count: batches.len(),
             size_bytes: bytes.len() as u64,
+            duplicate: false,
         };
         assert_eq!(
             self.log_end_offset(),

@@ -99,6 +99,7 @@ impl Log {
         let io_error = self.io_error("finish segment");
         self.active_mut().finish_time_index().map_err(io_error)?;
         self.flush(now_ms)?;
+        self.write_producer_snapshot()?;
         self.save_epochs_if(true)
     }
 

@@ -12,6 +12,7 @@ use crate::checkpoint::read_epoch_checkpoint;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::LogError;
+use crate::producer_state::{ProducerStates, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::segment::{
     parse_segment_file_name, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
 };
@@ -115,6 +116,7 @@ impl Log {
                 clean_shutdown,
                 ..RecoveryReport::default()
             },
+            producers: ProducerStates::new(),
         };
         for base in bases {
             let segment = Segment::open(log.storage.as_ref(), &log.dir, base, &log.config)
@@ -127,6 +129,8 @@ impl Log {
             log.load_segments(clean_shutdown, recovery_point, now_ms)?;
         }
         log.finish_open(log_start_offset)?;
+        log.load_producer_state()?;
+        log.sync_dir_if_needed()?;
         log.check_invariants();
         Ok(log)
     }
@@ -297,6 +301,7 @@ fn discover_segments(
             indexes.push((base, name));
         } else if name != LEADER_EPOCH_CHECKPOINT_FILE
             && name != PARTITION_METADATA_FILE
+            && parse_segment_file_name(name, PRODUCER_SNAPSHOT_SUFFIX).is_none()
             // Files the controller keeps beside its logs' segments: metadata snapshots
             // (`<offset>.checkpoint`, Kafka's name) and the Raft state (`*.json`).
             && !name.ends_with(".checkpoint")

@@ -16,6 +16,7 @@
 mod append;
 mod flush;
 mod load;
+mod producers;
 mod read;
 mod retention;
 mod truncate;
@@ -35,6 +36,7 @@ use crate::checkpoint::{write_epoch_checkpoint, EpochEntry};
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::LogError;
+use crate::producer_state::ProducerStates;
 use crate::segment::Segment;
 use crate::storage::Storage;
 use crate::types::{LeaderEpoch, Offset, TimestampOffset};
@@ -66,6 +68,9 @@ pub struct AppendInfo {
     pub batch_count: usize,
     /// Bytes appended.
     pub size_bytes: u64,
+    /// Whether nothing was appended because the log already held the batch (an idempotent
+    /// producer's retry): the offsets are those it got the first time.
+    pub duplicate: bool,
 }
 
 /// The log of one partition. See the module docs.
@@ -83,6 +88,8 @@ pub struct Log {
     /// Whether directory entries (segment files created or deleted) await a directory fsync.
     dir_unsynced: bool,
     recovery_report: RecoveryReport,
+    /// Idempotent producers' state up to the log end offset.
+    producers: ProducerStates,
 }
 
 impl Log {

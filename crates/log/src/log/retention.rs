@@ -47,6 +47,7 @@ impl Log {
         let io_error = self.io_error("finish segment");
         self.active_mut().finish_time_index().map_err(io_error)?;
         self.create_segment(self.log_end_offset())?;
+        self.write_producer_snapshot()?;
         Ok(true)
     }
 
@@ -155,6 +156,7 @@ impl Log {
             .keys()
             .next()
             .expect("the active segment remains");
+        self.delete_producer_snapshots(|offset| offset < first_base)?;
         if first_base > self.log_start_offset {
             self.log_start_offset = first_base;
             let changed = self.epochs.truncate_from_start(first_base);

@@ -773,3 +773,90 @@ fn log_is_send_and_sync() {
     assert_send_sync::<crate::LogDir>();
     assert_send_sync::<Arc<dyn Storage>>();
 }
+
+/// A `count`-record batch of idempotent producer `id` at `epoch`, first sequence `seq`.
+fn produced(id: i64, epoch: i16, seq: i32, count: usize) -> Vec<u8> {
+    let mut batch = records(count, 100, 1_000);
+    crate::plain_batch::set_producer(&mut batch, id, epoch, seq);
+    batch
+}
+
+// A retried batch is answered with the offsets it got, and the log does not grow.
+#[test]
+fn leader_append_answers_a_duplicate_without_appending_it() {
+    let (_, mut log) = new_log(small_config());
+    let first = log
+        .append_as_leader(&produced(7, 0, 0, 3), LeaderEpoch(0), 1)
+        .unwrap();
+    log.append_as_leader(&produced(7, 0, 3, 1), LeaderEpoch(0), 1)
+        .unwrap();
+    let again = log
+        .append_as_leader(&produced(7, 0, 0, 3), LeaderEpoch(0), 2)
+        .unwrap();
+    assert!(again.duplicate && !first.duplicate);
+    assert_eq!(
+        (again.first_offset, again.last_offset, again.record_count),
+        (Offset(0), Offset(2), 0)
+    );
+    assert_eq!(log.log_end_offset(), Offset(4));
+    let gap = log.append_as_leader(&produced(7, 0, 9, 1), LeaderEpoch(0), 3);
+    assert_eq!(gap.unwrap_err().kafka_error_code(), Some(45));
+    // two batches of one producer in one append: the second follows the first
+    let two = [produced(8, 0, 0, 2), produced(8, 0, 2, 2)].concat();
+    let info = log.append_as_leader(&two, LeaderEpoch(0), 4).unwrap();
+    assert_eq!((info.first_offset, info.batch_count), (Offset(4), 2));
+    assert_eq!(
+        log.producer_states().get(8).unwrap().last_sequence(),
+        Some(3)
+    );
+}
+
+// The producer state comes back after a clean close, after a crash (snapshot at the last roll
+// plus the batches after it), and follows a truncation.
+#[test]
+fn producer_state_survives_reopen_and_follows_truncation() {
+    let (storage, mut log) = new_log(small_config());
+    for seq in 0..20 {
+        log.append_as_leader(&produced(1, 0, seq, 1), LeaderEpoch(0), 1)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 2, "the test wants rolls");
+    let expected = log.producer_states().clone();
+    log.close(2).unwrap();
+    let reopened = open_log(&storage, small_config(), true, 3);
+    assert_eq!(reopened.producer_states(), &expected);
+
+    // unclean: the close's snapshot is removed, so the state is replayed from a roll's snapshot
+    let end = reopened.log_end_offset();
+    drop(reopened);
+    let snapshot = PathBuf::from(DIR).join(crate::segment_file_name(
+        end,
+        crate::producer_state::PRODUCER_SNAPSHOT_SUFFIX,
+    ));
+    storage.remove_file(&snapshot).unwrap();
+    let mut log = open_log(&storage, small_config(), false, 4);
+    assert_eq!(log.producer_states(), &expected);
+    let retry = log
+        .append_as_leader(&produced(1, 0, 19, 1), LeaderEpoch(0), 5)
+        .unwrap();
+    assert!(retry.duplicate);
+
+    // truncating the last two batches: their sequences may be written again, once
+    log.truncate_to(Offset(18), 6).unwrap();
+    assert_eq!(
+        log.producer_states().get(1).unwrap().last_sequence(),
+        Some(17)
+    );
+    let again = log
+        .append_as_leader(&produced(1, 0, 18, 1), LeaderEpoch(1), 7)
+        .unwrap();
+    assert!(!again.duplicate && again.first_offset == Offset(18));
+
+    // a follower records what it appends
+    let (_, mut follower) = new_log(small_config());
+    let data = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    follower.append_as_follower(&data.records, 8).unwrap();
+    assert_eq!(follower.producer_states(), log.producer_states());
+    follower.truncate_fully_and_start_at(Offset(20)).unwrap();
+    assert!(follower.producer_states().producers().is_empty());
+}

@@ -4,6 +4,7 @@
 
 use super::Log;
 use crate::error::LogError;
+use crate::producer_state::ProducerStates;
 use crate::types::Offset;
 
 impl Log {
@@ -56,6 +57,8 @@ impl Log {
         let log_end_offset = self.log_end_offset();
         let changed = self.epochs.truncate_from_end(log_end_offset);
         self.save_epochs_if(changed)?;
+        self.load_producer_state()?;
+        self.sync_dir_if_needed()?;
         tracing::info!(dir = %self.dir.display(), requested = %offset, %log_end_offset, "truncated log");
         self.check_invariants();
         Ok(true)
@@ -78,6 +81,8 @@ impl Log {
                 .map_err(self.io_error("delete segment"))?;
         }
         self.dir_unsynced = true;
+        self.producers = ProducerStates::new();
+        self.delete_producer_snapshots(|_| true)?;
         self.create_segment(offset)?;
         self.sync_dir_if_needed()?;
         self.log_start_offset = offset;

@@ -15,6 +15,7 @@
 //! Locks are held briefly and never across an `.await`.
 
 mod hosting;
+mod producer_ids;
 mod replication;
 
 use std::collections::BTreeMap;
@@ -127,6 +128,8 @@ pub struct Broker {
     alter_partition: mpsc::UnboundedSender<AlterPartitionJob>,
     network: Arc<dyn Network>,
     controller: ControllerChannel,
+    /// The block of producer ids InitProducerId hands out from.
+    producer_ids: tokio::sync::Mutex<producer_ids::ProducerIdPool>,
     /// This broker's series in `config.metrics` (bytes and records, ISR changes, partition
     /// gauges).
     pub metrics: BrokerMetrics,
@@ -211,6 +214,7 @@ impl Broker {
                 alter_partition,
                 network,
                 controller,
+                producer_ids: tokio::sync::Mutex::default(),
                 metrics,
                 request_metrics,
             },
@@ -444,6 +448,22 @@ impl Broker {
                 ),
                 Ok(_) => {}
                 Err(e) => warn!(partition = %partition.tp, error = %e, "retention failed"),
+            }
+        }
+    }
+
+    /// Forgets idempotent producers idle for `producer.id.expiration.ms` in every partition.
+    pub fn remove_expired_producers(&self) {
+        let now_ms = self.clock.now_ms();
+        let expiration_ms =
+            i64::try_from(self.config.producer_id_expiration_ms).unwrap_or(i64::MAX);
+        for partition in self.all_partitions() {
+            let Ok(mut log) = partition.lock_log() else {
+                continue;
+            };
+            let removed = log.remove_expired_producers(now_ms, expiration_ms);
+            if removed > 0 {
+                info!(partition = %partition.tp, removed, "expired idle producer ids");
             }
         }
     }

@@ -347,13 +347,20 @@ impl Broker {
                 let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
                 (info, log.log_end_offset(), log.log_start_offset())
             };
-            self.metrics.bytes_in.inc_by(records.len() as u64);
-            self.metrics
-                .records_in
-                .inc_by(u64::try_from(end.0 - info.first_offset.0).unwrap_or(0));
-            commands = leader
-                .on_leader_append(repl::Offset(end.0), now)
-                .map_err(|e| AppendError::Internal(e.to_string()))?;
+            // An idempotent producer's retry of a batch the log holds appends nothing; its
+            // acks=all answer waits for the high watermark to pass the original batch.
+            let required = info.last_offset.next();
+            if info.duplicate {
+                commands = Vec::new();
+            } else {
+                self.metrics.bytes_in.inc_by(records.len() as u64);
+                self.metrics
+                    .records_in
+                    .inc_by(u64::try_from(end.0 - info.first_offset.0).unwrap_or(0));
+                commands = leader
+                    .on_leader_append(repl::Offset(end.0), now)
+                    .map_err(|e| AppendError::Internal(e.to_string()))?;
+            }
             if acks == repl::Acks::All {
                 let request = self.next_request_id();
                 let (tx, rx) = oneshot::channel();
@@ -361,7 +368,7 @@ impl Broker {
                 waiter = Some(rx);
                 commands.extend(
                     leader
-                        .await_acks_all(request, repl::Offset(end.0), timeout_ms, now)
+                        .await_acks_all(request, repl::Offset(required.0), timeout_ms, now)
                         .map_err(|e| AppendError::Internal(e.to_string()))?,
                 );
             }

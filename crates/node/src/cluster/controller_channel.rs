@@ -10,8 +10,9 @@
 //! order ([`ControllerChannel::candidates`]).
 
 use keel_wire::kafka_protocol::messages::{
-    AlterPartitionResponse, ApiKey, CreatePartitionsResponse, CreateTopicsResponse,
-    DeleteTopicsResponse, ElectLeadersResponse, IncrementalAlterConfigsResponse,
+    AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, CreatePartitionsResponse,
+    CreateTopicsResponse, DeleteTopicsResponse, ElectLeadersResponse,
+    IncrementalAlterConfigsResponse,
 };
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable};
 use keel_wire::ResponseError;
@@ -45,6 +46,12 @@ pub trait ControllerAnswer {
 const NOT_CONTROLLER: i16 = ResponseError::NotController.code();
 
 impl ControllerAnswer for AlterPartitionResponse {
+    fn not_controller(&self) -> bool {
+        self.error_code == NOT_CONTROLLER
+    }
+}
+
+impl ControllerAnswer for AllocateProducerIdsResponse {
     fn not_controller(&self) -> bool {
         self.error_code == NOT_CONTROLLER
     }

@@ -10,7 +10,7 @@ use keel_wire::versions::{self, ListenerKind};
 use super::state::{CallError, ControllerHandle};
 use super::{
     alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
-    metadata_fetch, topics, Settings,
+    metadata_fetch, producer_ids, topics, Settings,
 };
 
 /// Why a request got no answer; the connection is closed.
@@ -111,6 +111,14 @@ fn not_controller(
             &BrokerHeartbeatResponse::default()
                 .with_error_code(code)
                 .with_is_fenced(true),
+        ),
+        R::AllocateProducerIds(_) => encode(
+            key,
+            v,
+            id,
+            &AllocateProducerIdsResponse::default()
+                .with_error_code(code)
+                .with_producer_id_start(ProducerId(-1)),
         ),
         R::AlterPartition(_) => encode(
             key,
@@ -262,5 +270,6 @@ async fn answer(
         ),
         R::Fetch(r) => encode(key, v, id, &metadata_fetch::handle(handle, r, v).await?),
         R::FetchSnapshot(r) => encode(key, v, id, &fetch_snapshot::handle(handle, r)),
+        R::AllocateProducerIds(r) => encode(key, v, id, &producer_ids::allocate(handle, r).await?),
     }?)
 }

@@ -18,6 +18,7 @@
 //! | `describe_cluster` | DescribeCluster (brokers and controller endpoints) |
 //! | `metadata_fetch` | Fetch of `__cluster_metadata-0` with Kafka's long poll |
 //! | `fetch_snapshot` | FetchSnapshot of the newest metadata snapshot (brokers behind the compacted log) |
+//! | `producer_ids` | AllocateProducerIds (blocks of producer ids for InitProducerId) |
 //!
 //! Start it with [`run`]. Wire sentinels (-1 epochs and offsets, -1 "cluster default") are
 //! converted to and from `Option`s in the handlers; the controller crate never sees them. The
@@ -34,6 +35,7 @@ mod elect_leaders;
 mod fetch_snapshot;
 mod membership;
 mod metadata_fetch;
+mod producer_ids;
 mod recovery;
 pub mod state;
 mod topics;

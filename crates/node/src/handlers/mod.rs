@@ -10,6 +10,7 @@ mod describe_cluster;
 pub mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
@@ -66,6 +67,7 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
         Request::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(broker, r))?
         }
+        Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
     };
     Ok(Reply::Send(bytes))
 }

@@ -9,6 +9,11 @@
 //!   ISR shrank below min ISR meanwhile.
 //! - acks=1 and acks=0 are answered once appended; the data stays invisible to consumers until
 //!   the high watermark covers it (KIP-966).
+//! - Idempotent producers: the log checks each batch's producer id, epoch and sequence
+//!   (`keel_log::producer_state`). A retried batch the log already holds is answered with the
+//!   offsets it got the first time (for acks=all once the high watermark passes it);
+//!   `OUT_OF_ORDER_SEQUENCE_NUMBER` and `INVALID_PRODUCER_EPOCH` refuse the others; transactional
+//!   batches are `INVALID_RECORD` (no transaction coordinator).
 
 use std::sync::Arc;
 
@@ -197,9 +202,6 @@ fn append(
             "produce request has no record batches",
         )));
     };
-    if let Err(e) = refuse_producer_state(records) {
-        return Pending::Done(Err(e));
-    }
     match broker.append_as_leader(&partition, records, acks, timeout_ms) {
         Ok((appended, Some(waiter))) => Pending::Waiting(appended, waiter),
         Ok((appended, None)) => Pending::Done(Ok(appended)),
@@ -229,25 +231,6 @@ fn log_error(tp: &keel_log::TopicPartition, e: LogError) -> ApiError {
         warn!(partition = %tp, error = %e, "append failed");
     }
     error
-}
-
-/// Idempotent and transactional batches carry producer ids and sequences whose checks Keel
-/// does not implement yet; appending them as plain batches would silently drop the
-/// guarantees the producer asked for.
-fn refuse_producer_state(records: &[u8]) -> Result<(), ApiError> {
-    for batch in keel_log::batch::BatchIter::new(records) {
-        let Ok(batch) = batch else {
-            // Malformed batches are reported by the log's own validation.
-            return Ok(());
-        };
-        if batch.header.producer_id >= 0 {
-            return Err(ApiError::new(
-                ResponseError::InvalidRecord,
-                "idempotent and transactional producers are not supported by this broker yet; set enable.idempotence=false",
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn partition_response(

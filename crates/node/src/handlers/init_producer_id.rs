@@ -1,0 +1,36 @@
+//! InitProducerId (key 22, v0–5) for idempotent producers: a new producer id at epoch 0 from
+//! this broker's block ([`Broker::new_producer_id`]). As in Kafka, a request without a
+//! transactional id gets a new id whatever producer id and epoch it carries (KIP-360's epoch
+//! bump of an idempotent producer is answered with a fresh id). Keel has no transaction
+//! coordinator: a transactional id is refused with `INVALID_REQUEST`.
+
+use keel_wire::kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+};
+use keel_wire::ResponseError;
+use tracing::debug;
+
+use crate::broker::Broker;
+
+pub async fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
+    let refused = |error: ResponseError| {
+        InitProducerIdResponse::default()
+            .with_error_code(error.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
+    };
+    if let Some(id) = &request.transactional_id {
+        debug!(transactional_id = %id.0, "transactions are not supported");
+        return refused(ResponseError::InvalidRequest);
+    }
+    match broker.new_producer_id().await {
+        Ok(id) => InitProducerIdResponse::default()
+            .with_error_code(0)
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            debug!(error = %e, "no producer id");
+            refused(e.error)
+        }
+    }
+}
