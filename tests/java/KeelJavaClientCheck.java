@@ -1,6 +1,7 @@
 // Apache Kafka's Java client (4.x) against Keel: admin (create, describe, configs), a producer
 // per compression with acks=all and the producer's default settings (idempotence on: InitProducerId and
-// sequenced batches), and an assign()-based consumer that reads everything back.
+// sequenced batches), an assign()-based consumer that reads everything back, and a group
+// consumer (subscribe, commitSync, committed offsets read back).
 // Prints "JAVA-CLIENT-OK" and exits 0 when every check holds; exits 1 with the reason otherwise.
 
 import java.time.Duration;
@@ -97,6 +98,37 @@ public class KeelJavaClientCheck {
         }
         check(count == total, "consumed " + count + " of " + total);
         check(seen.equals(expected), "consumed values differ from produced values");
-        System.out.println("JAVA-CLIENT-OK records=" + count);
+
+        // A group consumer with the client's defaults (classic protocol): subscribe, read
+        // everything once, commit, and find the commit again from a new consumer.
+        Properties gp = new Properties();
+        gp.putAll(common);
+        gp.put("group.id", "java-check-" + topic);
+        gp.put("auto.offset.reset", "earliest");
+        gp.put("enable.auto.commit", "false");
+        int grouped = 0;
+        List<TopicPartition> all = new ArrayList<>();
+        for (int p = 0; p < partitions; p++) all.add(new TopicPartition(topic, p));
+        try (Consumer<String, String> consumer =
+                     new KafkaConsumer<>(gp, new StringDeserializer(), new StringDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (grouped < total && System.currentTimeMillis() < deadline) {
+                grouped += consumer.poll(Duration.ofMillis(500)).count();
+            }
+            check(consumer.assignment().size() == partitions, "group assignment " + consumer.assignment());
+            consumer.commitSync();
+        }
+        check(grouped == total, "group consumer read " + grouped + " of " + total);
+        try (Consumer<String, String> again =
+                     new KafkaConsumer<>(gp, new StringDeserializer(), new StringDeserializer())) {
+            Map<TopicPartition, OffsetAndMetadata> committed = again.committed(new HashSet<>(all));
+            for (TopicPartition tp : all) {
+                long want = expected.get(tp.partition()).size();
+                check(committed.get(tp) != null && committed.get(tp).offset() == want,
+                        "committed " + tp + " = " + committed.get(tp) + ", want " + want);
+            }
+        }
+        System.out.println("JAVA-CLIENT-OK records=" + count + " group=" + grouped);
     }
 }

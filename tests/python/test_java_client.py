@@ -1,6 +1,7 @@
 """Apache Kafka's own Java client (kafka-clients 4.1, from Maven Central) against Keel: admin
 (create, describe, incremental config change, list, describe cluster), a producer per compression
-with acks=all, and an assign()-based consumer that reads every record back in order.
+with acks=all (idempotent, the default), an assign()-based consumer that reads every record back in
+order, and a subscribe()-based group consumer that commits.
 
 Cites issue 2 ("check the Java client 4.x works"). The check program is tests/java/
 KeelJavaClientCheck.java; Maven only resolves the classpath (cached in tests/.cache/java).
@@ -44,7 +45,9 @@ def build_check() -> tuple[Path, str]:
 
 def test_java_client_round_trip(broker):
     """The Java client creates, describes and reconfigures a topic, produces 10,000 records over
-    five compressions with acks=all, and consumes them back identical, in order, offsets from 0."""
+    five compressions with acks=all and its default (idempotent) settings, consumes them back
+    identical, in order, offsets from 0, then reads them once more as a consumer group and finds
+    its committed offsets from a new consumer."""
     classes, classpath = build_check()
     run = subprocess.run(
         ["java", "-cp", f"{classes}:{classpath}", "KeelJavaClientCheck", broker.bootstrap,

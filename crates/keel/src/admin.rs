@@ -163,10 +163,10 @@ pub struct StatusArgs {
     json: bool,
 }
 
-type Conn = Connection<BoxStream>;
+pub(crate) type Conn = Connection<BoxStream>;
 
 /// Sends `request` at the highest version in `min..=max` the broker serves.
-async fn call<Req: Encodable, Resp: Decodable>(
+pub(crate) async fn call<Req: Encodable, Resp: Decodable>(
     conn: &mut Conn,
     key: ApiKey,
     min: i16,
@@ -180,24 +180,24 @@ async fn call<Req: Encodable, Resp: Decodable>(
 }
 
 /// `Err` naming `what` and Kafka's error when `code` is not 0.
-fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow::Result<()> {
+pub(crate) fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow::Result<()> {
     if code != 0 {
         bail!("{what}: {}", error_text(code, message));
     }
     Ok(())
 }
 
-async fn connect(bootstrap: &Bootstrap) -> anyhow::Result<Conn> {
+pub(crate) async fn connect(bootstrap: &Bootstrap) -> anyhow::Result<Conn> {
     Connection::connect(&TcpNetwork, &bootstrap.bootstrap, "keel-admin")
         .await
         .with_context(|| format!("cannot reach a broker at {}", bootstrap.bootstrap))
 }
 
-fn name(s: &str) -> TopicName {
+pub(crate) fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
-fn error_text(code: i16, message: Option<&StrBytes>) -> String {
+pub(crate) fn error_text(code: i16, message: Option<&StrBytes>) -> String {
     let name = ResponseError::try_from_code(code)
         .map(|e| format!("{e:?}"))
         .unwrap_or_else(|| format!("error {code}"));
@@ -450,7 +450,7 @@ fn dash(list: &[i32]) -> String {
 }
 
 /// A fixed-width table of `rows` (the first is the header).
-fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {

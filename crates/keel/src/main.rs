@@ -4,6 +4,7 @@
 mod admin;
 mod alloc_guard;
 mod bench;
+mod groups;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -98,6 +99,13 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(flatten)]
         args: admin::ElectArgs,
+    },
+    /// Consumer groups: list, describe (members, committed offsets, lag), reset offsets, delete.
+    Groups {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: groups::GroupsCommand,
     },
     /// Partitions that are offline (and what each waits for), under min ISR or under-replicated.
     Status {
@@ -204,6 +212,9 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(args),
         Command::Topics { bootstrap, command } => {
             admin_runtime()?.block_on(admin::topics(bootstrap, command))
+        }
+        Command::Groups { bootstrap, command } => {
+            admin_runtime()?.block_on(groups::groups(bootstrap, command))
         }
         Command::Configs { bootstrap, command } => {
             admin_runtime()?.block_on(admin::configs(bootstrap, command))

@@ -158,6 +158,25 @@ pub struct BrokerConfig {
     pub producer_id_expiration_ms: u64,
     /// `producer.id.expiration.check.interval.ms`; default 600000.
     pub producer_id_expiration_check_interval_ms: u64,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets`; default 50.
+    pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.replication.factor`: default 3, or 1 for a single-node broker (no
+    /// `controller.quorum.voters`), as Kafka's own single-node `server.properties` sets it.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes`; default 104857600.
+    pub offsets_topic_segment_bytes: u64,
+    /// `offsets.commit.timeout.ms`: how long a group write waits for acks=all; default 5000.
+    pub offsets_commit_timeout_ms: u64,
+    /// `offset.metadata.max.bytes`: the longest commit metadata string; default 4096.
+    pub offset_metadata_max_bytes: usize,
+    /// `group.initial.rebalance.delay.ms`; default 3000.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// `group.min.session.timeout.ms`; default 6000.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`; default 1800000.
+    pub group_max_session_timeout_ms: i32,
+    /// `group.max.size`; default 2147483647.
+    pub group_max_size: i32,
     /// `log.flush.scheduler.interval.ms`; default: effectively never (Kafka: Long.MAX).
     pub log_flush_scheduler_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`; default 60000.
@@ -225,6 +244,15 @@ const BROKER_KEYS: &[&str] = &[
     "log.retention.check.interval.ms",
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
+    "offsets.topic.num.partitions",
+    "offsets.topic.replication.factor",
+    "offsets.topic.segment.bytes",
+    "offsets.commit.timeout.ms",
+    "offset.metadata.max.bytes",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "group.max.size",
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "replica.high.watermark.checkpoint.interval.ms",
@@ -395,6 +423,31 @@ impl BrokerConfig {
                 "producer.id.expiration.check.interval.ms",
                 600_000,
             )?,
+            offsets_topic_num_partitions: get("offsets.topic.num.partitions")
+                .map_or(Ok(50), |v| parse_value("offsets.topic.num.partitions", v))?,
+            offsets_topic_replication_factor: get("offsets.topic.replication.factor").map_or(
+                Ok(if controller_quorum_voters.is_empty() {
+                    1
+                } else {
+                    3
+                }),
+                |v| parse_value("offsets.topic.replication.factor", v),
+            )?,
+            offsets_topic_segment_bytes: num("offsets.topic.segment.bytes", 104_857_600)?,
+            offsets_commit_timeout_ms: num("offsets.commit.timeout.ms", 5_000)?.max(1),
+            offset_metadata_max_bytes: get("offset.metadata.max.bytes")
+                .map_or(Ok(4096), |v| parse_value("offset.metadata.max.bytes", v))?,
+            group_initial_rebalance_delay_ms: num("group.initial.rebalance.delay.ms", 3_000)?,
+            group_min_session_timeout_ms: get("group.min.session.timeout.ms")
+                .map_or(Ok(6_000), |v| {
+                    parse_value("group.min.session.timeout.ms", v)
+                })?,
+            group_max_session_timeout_ms: get("group.max.session.timeout.ms")
+                .map_or(Ok(1_800_000), |v| {
+                    parse_value("group.max.session.timeout.ms", v)
+                })?,
+            group_max_size: get("group.max.size")
+                .map_or(Ok(i32::MAX), |v| parse_value("group.max.size", v))?,
             log_flush_scheduler_interval_ms: num("log.flush.scheduler.interval.ms", u64::MAX)?,
             log_flush_offset_checkpoint_interval_ms: num(
                 "log.flush.offset.checkpoint.interval.ms",
@@ -437,6 +490,16 @@ impl BrokerConfig {
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
         };
+        if config.offsets_topic_num_partitions < 1 || config.offsets_topic_replication_factor < 1 {
+            return Err(ConfigError::InvalidValue {
+                key: "offsets.topic.num.partitions / offsets.topic.replication.factor".into(),
+                value: format!(
+                    "{} / {}",
+                    config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
+                ),
+                reason: "must be at least 1".into(),
+            });
+        }
         if config.num_partitions < 1 {
             return Err(ConfigError::InvalidValue {
                 key: "num.partitions".into(),

@@ -82,8 +82,9 @@ async fn write_parts<W: AsyncWrite + Unpin>(
 
 /// One listener's way of answering a frame (decode with its API set, dispatch, encode).
 pub trait RequestHandler: Clone + Send + Sync + 'static {
-    /// Answers one frame (without its size prefix).
-    fn handle(&self, frame: Bytes) -> impl Future<Output = Reply> + Send;
+    /// Answers one frame (without its size prefix) from `peer` (the network's description of
+    /// the other end, `ip:port` over TCP).
+    fn handle(&self, frame: Bytes, peer: &str) -> impl Future<Output = Reply> + Send;
 
     /// Where this listener's request latency goes (`keel_request_latency_seconds`), if
     /// anywhere.
@@ -180,7 +181,7 @@ pub async fn handle_connection<S, H>(
         // time.
         let api_key = keel_wire::keel_rpc::peek_api_key(&frame);
         let started = tokio::time::Instant::now();
-        let reply = handler.handle(frame).await;
+        let reply = handler.handle(frame, &peer).await;
         if let Some(metrics) = handler.request_metrics() {
             metrics.observe(api_key, started.elapsed().as_secs_f64());
         }

@@ -5,6 +5,7 @@
 //! * [`broker`]: hosted partitions, topic metadata, open-with-recovery and clean shutdown;
 //! * [`partition`]: one partition's log, high watermark (KIP-966 rule) and leader epoch;
 //! * [`handlers`]: one module per Kafka API;
+//! * [`coordinator`]: consumer groups and committed offsets in `__consumer_offsets`;
 //! * [`server`]: the listener and per-connection request loop;
 //! * [`runtime`]: wiring it together — background tasks, signals, orderly shutdown;
 //! * [`metrics`]: the Prometheus registry every node reports into and its `/metrics` endpoint.
@@ -23,6 +24,7 @@ pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod controller_server;
+pub mod coordinator;
 pub mod error;
 pub mod handlers;
 pub mod metadata_log;

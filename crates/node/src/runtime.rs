@@ -868,6 +868,7 @@ fn spawn_background(
         .min(broker.config.log_flush_offset_checkpoint_interval_ms)
         .max(1);
     vec![
+        coordinator_timers(broker.clone(), stop.clone()),
         periodic(broker.clone(), stop.clone(), flush_ms, |b| {
             b.flush_due_logs()
         }),
@@ -883,6 +884,32 @@ fn spawn_background(
             }
         }),
     ]
+}
+
+/// How often the group coordinator's timers run (sessions, rebalance deadlines).
+const COORDINATOR_TICK_MS: u64 = 100;
+
+/// The group coordinator's timers: every [`COORDINATOR_TICK_MS`], expire sessions and end
+/// rebalance phases, then write what the groups asked to write.
+fn coordinator_timers(broker: Arc<Broker>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(COORDINATOR_TICK_MS));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                _ = ticker.tick() => {
+                    for (group, scope, persist) in broker.coordinator_tick() {
+                        let broker = broker.clone();
+                        tokio::spawn(async move {
+                            broker.persist_group(&group, &scope, persist).await;
+                        });
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Runs `work` every `period_ms` as blocking work (it does file IO, see

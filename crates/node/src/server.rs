@@ -22,14 +22,14 @@ impl RequestHandler for BrokerHandler {
         Some(&self.0.request_metrics)
     }
 
-    async fn handle(&self, frame: Bytes) -> Reply {
+    async fn handle(&self, frame: Bytes, peer: &str) -> Reply {
         if keel_wire::keel_rpc::peek_api_key(&frame)
             == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)
         {
             return handlers::replica_log_info::handle(&self.0, frame);
         }
         match request::decode(frame) {
-            Ok(decoded) => match handlers::dispatch(&self.0, decoded).await {
+            Ok(decoded) => match handlers::dispatch(&self.0, decoded, peer).await {
                 Ok(reply) => reply,
                 Err(e) => Reply::Reject(format!("cannot answer request: {e:#}")),
             },

@@ -19,6 +19,11 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
     OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
 };
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
+    JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
+    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest,
+};
 use kafka_protocol::protocol::Decodable;
 
 use crate::versions::{self, ListenerKind};
@@ -42,6 +47,17 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     InitProducerId(InitProducerIdRequest),
+    OffsetCommit(OffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    FindCoordinator(FindCoordinatorRequest),
+    JoinGroup(JoinGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    LeaveGroup(LeaveGroupRequest),
+    SyncGroup(SyncGroupRequest),
+    DescribeGroups(DescribeGroupsRequest),
+    ListGroups(ListGroupsRequest),
+    DeleteGroups(DeleteGroupsRequest),
+    OffsetDelete(OffsetDeleteRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -204,6 +220,21 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::InitProducerId => {
             Request::InitProducerId(InitProducerIdRequest::decode(buf, version)?)
         }
+        ApiKey::OffsetCommit => Request::OffsetCommit(OffsetCommitRequest::decode(buf, version)?),
+        ApiKey::OffsetFetch => Request::OffsetFetch(OffsetFetchRequest::decode(buf, version)?),
+        ApiKey::FindCoordinator => {
+            Request::FindCoordinator(FindCoordinatorRequest::decode(buf, version)?)
+        }
+        ApiKey::JoinGroup => Request::JoinGroup(JoinGroupRequest::decode(buf, version)?),
+        ApiKey::Heartbeat => Request::Heartbeat(HeartbeatRequest::decode(buf, version)?),
+        ApiKey::LeaveGroup => Request::LeaveGroup(LeaveGroupRequest::decode(buf, version)?),
+        ApiKey::SyncGroup => Request::SyncGroup(SyncGroupRequest::decode(buf, version)?),
+        ApiKey::DescribeGroups => {
+            Request::DescribeGroups(DescribeGroupsRequest::decode(buf, version)?)
+        }
+        ApiKey::ListGroups => Request::ListGroups(ListGroupsRequest::decode(buf, version)?),
+        ApiKey::DeleteGroups => Request::DeleteGroups(DeleteGroupsRequest::decode(buf, version)?),
+        ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::decode(buf, version)?),
         other => anyhow::bail!("{other:?} is not served"),
     })
 }

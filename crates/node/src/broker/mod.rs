@@ -128,6 +128,8 @@ pub struct Broker {
     alter_partition: mpsc::UnboundedSender<AlterPartitionJob>,
     network: Arc<dyn Network>,
     controller: ControllerChannel,
+    /// The consumer groups this broker coordinates.
+    pub coordinator: crate::coordinator::GroupCoordinator,
     /// The block of producer ids InitProducerId hands out from.
     producer_ids: tokio::sync::Mutex<producer_ids::ProducerIdPool>,
     /// This broker's series in `config.metrics` (bytes and records, ISR changes, partition
@@ -196,6 +198,13 @@ impl Broker {
             controller_voters,
             format!("keel-broker-{}", config.node_id),
         );
+        let group_settings = crate::coordinator::group::GroupSettings {
+            initial_rebalance_delay_ms: i64::try_from(config.group_initial_rebalance_delay_ms)
+                .unwrap_or(i64::MAX),
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            max_size: usize::try_from(config.group_max_size).unwrap_or(0),
+        };
         let metrics = config.metrics.broker(config.node_id);
         let request_metrics = config.metrics.requests(config.node_id, "broker");
         Ok((
@@ -215,6 +224,7 @@ impl Broker {
                 network,
                 controller,
                 producer_ids: tokio::sync::Mutex::default(),
+                coordinator: crate::coordinator::GroupCoordinator::new(group_settings),
                 metrics,
                 request_metrics,
             },

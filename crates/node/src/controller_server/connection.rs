@@ -37,7 +37,7 @@ impl RequestHandler for ControllerHandler {
         Some(&self.settings.request_metrics)
     }
 
-    async fn handle(&self, frame: Bytes) -> Reply {
+    async fn handle(&self, frame: Bytes, _peer: &str) -> Reply {
         if keel_rpc::peek_api_key(&frame).is_some_and(keel_rpc::is_raft_key) {
             return match crate::raft::rpc::handle(&self.raft, frame).await {
                 Ok(bytes) => Reply::Send(bytes),

@@ -119,7 +119,7 @@ pub fn describe(
                 .with_error_code(0)
                 .with_name(Some(topic_name(&name)))
                 .with_topic_id(id.0)
-                .with_is_internal(false)
+                .with_is_internal(name.as_str() == crate::coordinator::OFFSETS_TOPIC)
                 .with_partitions(partitions)
                 .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED),
         );

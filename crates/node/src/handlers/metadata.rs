@@ -188,7 +188,7 @@ fn topic_entry(topic: &TopicView) -> MetadataResponseTopic {
         .with_error_code(0)
         .with_name(Some(TopicName(str_bytes(topic.name.clone()))))
         .with_topic_id(topic.id)
-        .with_is_internal(false)
+        .with_is_internal(topic.name == crate::coordinator::OFFSETS_TOPIC)
         .with_partitions(partitions)
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }

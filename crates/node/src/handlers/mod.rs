@@ -10,10 +10,13 @@ mod describe_cluster;
 pub mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
+mod find_coordinator;
+mod groups;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
+mod offsets;
 mod produce;
 pub(crate) mod replica_log_info;
 
@@ -28,7 +31,11 @@ use crate::broker::Broker;
 pub use crate::connection::Reply;
 
 /// Handles one request.
-pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::Result<Reply> {
+pub async fn dispatch(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    peer: &str,
+) -> anyhow::Result<Reply> {
     let key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
@@ -68,6 +75,21 @@ pub async fn dispatch(broker: &Arc<Broker>, request: DecodedRequest) -> anyhow::
             encode(&describe_topic_partitions::handle(broker, r))?
         }
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
+        Request::FindCoordinator(r) => encode(&find_coordinator::handle(broker, r, version).await)?,
+        Request::JoinGroup(r) => {
+            let client_id = request.header.client_id.as_deref().unwrap_or_default();
+            let caller = groups::Caller { client_id, peer };
+            encode(&groups::join(broker, r, version, caller).await)?
+        }
+        Request::SyncGroup(r) => encode(&groups::sync(broker, r, version).await)?,
+        Request::Heartbeat(r) => encode(&groups::heartbeat(broker, r))?,
+        Request::LeaveGroup(r) => encode(&groups::leave(broker, r, version).await)?,
+        Request::ListGroups(r) => encode(&groups::list(broker, r))?,
+        Request::DescribeGroups(r) => encode(&groups::describe(broker, r))?,
+        Request::DeleteGroups(r) => encode(&groups::delete(broker, r).await)?,
+        Request::OffsetCommit(r) => encode(&offsets::commit(broker, r).await)?,
+        Request::OffsetFetch(r) => encode(&offsets::fetch(broker, r, version))?,
+        Request::OffsetDelete(r) => encode(&offsets::delete(broker, r).await)?,
     };
     Ok(Reply::Send(bytes))
 }

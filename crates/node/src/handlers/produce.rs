@@ -196,6 +196,13 @@ fn append(
         };
         return Pending::Done(Err(ApiError::bare(error)));
     };
+    if topic == Some(crate::coordinator::OFFSETS_TOPIC) {
+        // Kafka: clients may not write the internal topic; only the coordinator does.
+        return Pending::Done(Err(ApiError::new(
+            ResponseError::InvalidTopicException,
+            "__consumer_offsets is internal: only the group coordinator writes it",
+        )));
+    }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Pending::Done(Err(ApiError::new(
             ResponseError::InvalidRecord,

@@ -1,0 +1,179 @@
+//! FindCoordinator (key 10, v0–5): the group coordinator of each key is the leader of the key's
+//! `__consumer_offsets` partition. The topic is created on the first lookup (Kafka does the
+//! same): `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor` replicas,
+//! `min.insync.replicas` 2 (1 for a single replica), and no time or size retention. Until its
+//! partition has a leader the answer is `COORDINATOR_NOT_AVAILABLE` and the client retries.
+//! Transaction and share coordinators do not exist in Keel: `INVALID_REQUEST` for those keys.
+//! v0–3 carry one key; v4+ a batch (`CoordinatorKeys`), answered one entry per key.
+
+use keel_wire::kafka_protocol::messages::create_topics_request::{
+    CreatableTopic, CreatableTopicConfig,
+};
+use keel_wire::kafka_protocol::messages::find_coordinator_response::Coordinator;
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, BrokerId, CreateTopicsRequest, CreateTopicsResponse, FindCoordinatorRequest,
+    FindCoordinatorResponse, TopicName,
+};
+use keel_wire::ResponseError;
+use tracing::{info, warn};
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::coordinator::{partition_for, OFFSETS_TOPIC};
+
+/// Key types (`FindCoordinatorRequest.KeyType`).
+const GROUP_KEY: i8 = 0;
+
+/// How long the first lookup waits for the new topic's partition to get a leader.
+const CREATE_WAIT_MS: u64 = 5_000;
+
+pub async fn handle(
+    broker: &Broker,
+    request: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let keys: Vec<String> = if version >= 4 {
+        request
+            .coordinator_keys
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    } else {
+        vec![request.key.to_string()]
+    };
+    let mut coordinators = Vec::new();
+    for key in keys {
+        let answer = if request.key_type == GROUP_KEY {
+            find_group_coordinator(broker, &key).await
+        } else {
+            Err((
+                ResponseError::InvalidRequest,
+                format!(
+                    "coordinator key type {} is not supported: Keel has no transaction or share coordinator",
+                    request.key_type
+                ),
+            ))
+        };
+        coordinators.push(match answer {
+            Ok((node, host, port)) => Coordinator::default()
+                .with_key(str_bytes(key))
+                .with_node_id(BrokerId(node))
+                .with_host(str_bytes(host))
+                .with_port(i32::from(port))
+                .with_error_code(0),
+            Err((error, message)) => Coordinator::default()
+                .with_key(str_bytes(key))
+                .with_node_id(BrokerId(-1))
+                .with_host(str_bytes(""))
+                .with_port(-1)
+                .with_error_code(error.code())
+                .with_error_message(Some(str_bytes(message))),
+        });
+    }
+    if version >= 4 {
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let one = coordinators.pop().expect("one key before v4");
+    FindCoordinatorResponse::default()
+        .with_error_code(one.error_code)
+        .with_error_message(one.error_message)
+        .with_node_id(one.node_id)
+        .with_host(one.host)
+        .with_port(one.port)
+}
+
+type Found = Result<(i32, String, u16), (ResponseError, String)>;
+
+async fn find_group_coordinator(broker: &Broker, group: &str) -> Found {
+    if broker.topic(OFFSETS_TOPIC).is_none() {
+        create_offsets_topic(broker).await?;
+    }
+    let not_available = |why: String| (ResponseError::CoordinatorNotAvailable, why);
+    let topic = broker
+        .topic(OFFSETS_TOPIC)
+        .ok_or_else(|| not_available(format!("{OFFSETS_TOPIC} is being created")))?;
+    let index = partition_for(group, topic.partitions.len());
+    let leader = topic
+        .partitions
+        .iter()
+        .find(|p| p.index == index)
+        .and_then(|p| p.leader)
+        .ok_or_else(|| not_available(format!("{OFFSETS_TOPIC}-{index} has no leader")))?;
+    let (host, port) = broker
+        .broker_endpoint(leader)
+        .ok_or_else(|| not_available(format!("broker {leader} has no endpoint")))?;
+    Ok((leader, host, port))
+}
+
+async fn create_offsets_topic(broker: &Broker) -> Result<(), (ResponseError, String)> {
+    let config = &broker.config;
+    let replication = config.offsets_topic_replication_factor;
+    let configs = [
+        ("cleanup.policy", "delete".to_string()),
+        ("retention.ms", "-1".to_string()),
+        ("retention.bytes", "-1".to_string()),
+        ("min.insync.replicas", replication.min(2).to_string()),
+        (
+            "segment.bytes",
+            config.offsets_topic_segment_bytes.to_string(),
+        ),
+    ];
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(str_bytes(OFFSETS_TOPIC)))
+            .with_num_partitions(config.offsets_topic_num_partitions)
+            .with_replication_factor(replication)
+            .with_configs(
+                configs
+                    .into_iter()
+                    .map(|(name, value)| {
+                        CreatableTopicConfig::default()
+                            .with_name(str_bytes(name))
+                            .with_value(Some(str_bytes(value)))
+                    })
+                    .collect(),
+            )]);
+    let answer: Result<CreateTopicsResponse, _> = broker
+        .controller()
+        .call(ApiKey::CreateTopics, 2, 7, &request)
+        .await;
+    let unavailable = |why: String| (ResponseError::CoordinatorNotAvailable, why);
+    let topic = match answer {
+        Ok(response) => response.topics.into_iter().next(),
+        Err(e) => return Err(unavailable(format!("the controller is not reachable: {e}"))),
+    };
+    let code = topic.as_ref().map_or(-1, |t| t.error_code);
+    if code == ResponseError::InvalidReplicationFactor.code() {
+        warn!(
+            replication,
+            "cannot create {OFFSETS_TOPIC}: too few brokers"
+        );
+        return Err(unavailable(format!(
+            "{OFFSETS_TOPIC} needs offsets.topic.replication.factor={replication} brokers: {}",
+            topic
+                .and_then(|t| t.error_message.map(|m| m.to_string()))
+                .unwrap_or_default()
+        )));
+    }
+    if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
+        return Err(unavailable(format!(
+            "cannot create {OFFSETS_TOPIC}: error {code}"
+        )));
+    }
+    if code == 0 {
+        info!(
+            partitions = config.offsets_topic_num_partitions,
+            replication, "created {OFFSETS_TOPIC}"
+        );
+    }
+    broker
+        .await_image(CREATE_WAIT_MS, |image| {
+            image
+                .topic_id(OFFSETS_TOPIC)
+                .and_then(|id| image.topic(id))
+                .is_some_and(|t| t.partitions.values().all(|p| p.leader.is_some()))
+        })
+        .await;
+    Ok(())
+}

@@ -1,0 +1,371 @@
+//! Committed offsets on the group's coordinator: OffsetCommit (8, v2–9), OffsetFetch (9, v1–9;
+//! v8+ batches groups), OffsetDelete (47, v0).
+//!
+//! A commit is checked against the group (Kafka's rules: a commit outside any generation —
+//! `generation -1`, no member id, as `assign()` consumers send — only while the group has no
+//! members; otherwise the member, its instance id and the generation must match, and not during
+//! the sync phase of a rebalance), written to `__consumer_offsets` with acks=all, and only then
+//! applied and answered: an answered commit survives the coordinator's `kill -9`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use keel_wire::kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use keel_wire::kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use keel_wire::kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use keel_wire::kafka_protocol::messages::*;
+use keel_wire::ResponseError;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::coordinator::group::Group;
+use crate::coordinator::records::{encode_offset, OffsetValue, RecordKey};
+
+/// OffsetCommit.
+pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group_id = req.group_id.to_string();
+    let max_metadata = broker.config.offset_metadata_max_bytes;
+    // Per partition: the value to write, or the error it gets.
+    let mut planned: Vec<(String, i32, Result<OffsetValue, ResponseError>)> = Vec::new();
+    let now_ms = broker.clock.now_ms();
+    for topic in &req.topics {
+        for p in &topic.partitions {
+            let metadata = p
+                .committed_metadata
+                .as_deref()
+                .unwrap_or_default()
+                .to_string();
+            let value = if metadata.len() > max_metadata {
+                Err(ResponseError::OffsetMetadataTooLarge)
+            } else {
+                Ok(OffsetValue {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata,
+                    commit_timestamp: now_ms,
+                })
+            };
+            planned.push((topic.name.to_string(), p.partition_index, value));
+        }
+    }
+    let member = req.member_id.to_string();
+    let instance = req.group_instance_id.as_ref().map(ToString::to_string);
+    let checked = if group_id.is_empty() {
+        Err(ResponseError::InvalidGroupId)
+    } else {
+        broker
+            .with_groups(&group_id, |groups, now_ms| {
+                let generation = req.generation_id_or_member_epoch;
+                match groups.get(&group_id) {
+                    Some(group) => group.validate_commit(&member, instance.as_deref(), generation),
+                    None if generation < 0 => {
+                        groups.insert(group_id.clone(), Group::new(&group_id, now_ms));
+                        Ok(())
+                    }
+                    None => Err(ResponseError::IllegalGeneration),
+                }
+            })
+            .and_then(|(scope, r)| r.map(|()| scope))
+    };
+    let outcome = match checked {
+        Err(e) => Err(e),
+        Ok(scope) => {
+            let records = planned
+                .iter()
+                .filter_map(|(topic, partition, value)| {
+                    let value = value.as_ref().ok()?;
+                    Some((
+                        RecordKey::Offset {
+                            group: group_id.clone(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        },
+                        Some(encode_offset(value)),
+                    ))
+                })
+                .collect();
+            let written = broker.write_group_records(&scope, records).await;
+            if written.is_ok() {
+                let _ = broker.with_groups(&group_id, |groups, now_ms| {
+                    let group = groups
+                        .entry(group_id.clone())
+                        .or_insert_with(|| Group::new(&group_id, now_ms));
+                    for (topic, partition, value) in &planned {
+                        if let Ok(value) = value {
+                            group
+                                .offsets
+                                .insert((topic.clone(), *partition), value.clone());
+                        }
+                    }
+                });
+            }
+            written
+        }
+    };
+    let mut topics: BTreeMap<String, Vec<OffsetCommitResponsePartition>> = BTreeMap::new();
+    for (topic, partition, value) in planned {
+        let error = match (&outcome, value) {
+            (Err(e), _) => e.code(),
+            (Ok(()), Err(e)) => e.code(),
+            (Ok(()), Ok(_)) => 0,
+        };
+        topics.entry(topic).or_default().push(
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(partition)
+                .with_error_code(error),
+        );
+    }
+    OffsetCommitResponse::default().with_topics(
+        topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(TopicName(str_bytes(name)))
+                    .with_partitions(partitions)
+            })
+            .collect(),
+    )
+}
+
+/// One group's committed offsets for the asked partitions (`None`: every partition it has).
+/// Unknown partitions are answered with offset -1 and no error, as Kafka does.
+type Fetched = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+
+fn fetch_group(
+    broker: &Broker,
+    group_id: &str,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<Fetched, ResponseError> {
+    let (_, fetched) = broker.with_groups(group_id, |groups, _| {
+        let offsets = groups.get(group_id).map(|g| &g.offsets);
+        match asked {
+            Some(asked) => asked
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let values = partitions
+                        .into_iter()
+                        .map(|p| {
+                            let value = offsets.and_then(|o| o.get(&(topic.clone(), p))).cloned();
+                            (p, value)
+                        })
+                        .collect();
+                    (topic, values)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetValue>)>> =
+                    BTreeMap::new();
+                for ((topic, partition), value) in offsets.into_iter().flatten() {
+                    by_topic
+                        .entry(topic.clone())
+                        .or_default()
+                        .push((*partition, Some(value.clone())));
+                }
+                by_topic.into_iter().collect()
+            }
+        }
+    })?;
+    Ok(fetched)
+}
+
+/// OffsetFetch: v1–7 one group (top-level error from v2), v8+ several.
+pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    if version >= 8 {
+        let groups = req
+            .groups
+            .iter()
+            .map(|g| {
+                let id = g.group_id.to_string();
+                let asked = g.topics.as_ref().map(|topics| {
+                    topics
+                        .iter()
+                        .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+                match fetch_group(broker, &id, asked) {
+                    Err(e) => base.with_error_code(e.code()),
+                    Ok(fetched) => base.with_topics(
+                        fetched
+                            .into_iter()
+                            .map(|(topic, partitions)| {
+                                OffsetFetchResponseTopics::default()
+                                    .with_name(TopicName(str_bytes(topic)))
+                                    .with_partitions(
+                                        partitions
+                                            .into_iter()
+                                            .map(|(p, v)| {
+                                                let (offset, epoch, metadata) = parts(v);
+                                                OffsetFetchResponsePartitions::default()
+                                                    .with_partition_index(p)
+                                                    .with_committed_offset(offset)
+                                                    .with_committed_leader_epoch(epoch)
+                                                    .with_metadata(Some(str_bytes(metadata)))
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+                }
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let asked = req.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    match fetch_group(broker, &req.group_id, asked) {
+        Err(e) => {
+            // v1 has no top-level error: every asked partition carries it.
+            let topics = req
+                .topics
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(t.name)
+                        .with_partitions(
+                            t.partition_indexes
+                                .iter()
+                                .map(|p| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(*p)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(e.code())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponse::default()
+                .with_error_code(e.code())
+                .with_topics(topics)
+        }
+        Ok(fetched) => OffsetFetchResponse::default().with_topics(
+            fetched
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(str_bytes(topic)))
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|(p, v)| {
+                                    let (offset, epoch, metadata) = parts(v);
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(str_bytes(metadata)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn parts(value: Option<OffsetValue>) -> (i64, i32, String) {
+    match value {
+        Some(v) => (v.offset, v.leader_epoch, v.metadata),
+        None => (-1, -1, String::new()),
+    }
+}
+
+/// OffsetDelete: tombstones for the asked partitions' offsets. A partition of a topic the group
+/// consumes now is `GROUP_SUBSCRIBED_TO_TOPIC`; an unknown group `GROUP_ID_NOT_FOUND`.
+pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let group_id = req.group_id.to_string();
+    let asked: Vec<(String, Vec<i32>)> = req
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.to_string(),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        })
+        .collect();
+    let checked = broker.with_groups(&group_id, |groups, _| {
+        let Some(group) = groups.get(&group_id) else {
+            return Err(ResponseError::GroupIdNotFound);
+        };
+        Ok(asked
+            .iter()
+            .map(|(topic, partitions)| {
+                let error = group
+                    .consumes_topic(topic)
+                    .then_some(ResponseError::GroupSubscribedToTopic);
+                (topic.clone(), partitions.clone(), error)
+            })
+            .collect::<Vec<_>>())
+    });
+    let plan = match checked {
+        Err(e) | Ok((_, Err(e))) => {
+            return OffsetDeleteResponse::default().with_error_code(e.code());
+        }
+        Ok((scope, Ok(plan))) => (scope, plan),
+    };
+    let (scope, plan) = plan;
+    let tombstones = plan
+        .iter()
+        .filter(|(_, _, error)| error.is_none())
+        .flat_map(|(topic, partitions, _)| {
+            partitions.iter().map(|p| {
+                (
+                    RecordKey::Offset {
+                        group: group_id.clone(),
+                        topic: topic.clone(),
+                        partition: *p,
+                    },
+                    None,
+                )
+            })
+        })
+        .collect();
+    let written = broker.write_group_records(&scope, tombstones).await;
+    if let Err(e) = written {
+        return OffsetDeleteResponse::default().with_error_code(e.code());
+    }
+    let _ = broker.with_groups(&group_id, |groups, _| {
+        if let Some(group) = groups.get_mut(&group_id) {
+            for (topic, partitions, error) in &plan {
+                if error.is_none() {
+                    for p in partitions {
+                        group.offsets.remove(&(topic.clone(), *p));
+                    }
+                }
+            }
+        }
+    });
+    OffsetDeleteResponse::default().with_topics(
+        plan.into_iter()
+            .map(|(topic, partitions, error)| {
+                OffsetDeleteResponseTopic::default()
+                    .with_name(TopicName(str_bytes(topic)))
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|p| {
+                                OffsetDeleteResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(error.map_or(0, |e| e.code()))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,276 @@
+"""Consumer groups (issue 9): the classic group protocol on the coordinator that leads the group's
+`__consumer_offsets` partition, with committed offsets written there with acks=all.
+
+Kafka's behaviour followed: FindCoordinator creates `__consumer_offsets` on first use; JoinGroup
+v4+ answers a new member MEMBER_ID_REQUIRED (79) first (KIP-394); a rebalance completes when every
+member rejoined; the leader's SyncGroup assignment reaches every member; LeaveGroup rebalances the
+rest; a commit outside a generation is allowed only while the group is empty; DeleteGroups of a
+group with members is NON_EMPTY_GROUP (68).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+
+import confluent_kafka as ck
+import kafka as kp
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from clients import (CONFLUENT_COMMON, confluent_produce, confluent_watermarks, create_topic, make_records,
+                     unique_topic)
+from keel_broker import keel_bin, launch, retire
+
+NO_DELAY = {"group.initial.rebalance.delay.ms": "0"}
+WAIT_S = 60
+
+
+@pytest.fixture(scope="module")
+def groups_broker(tmp_path_factory):
+    """A single-node broker whose groups rebalance without Kafka's 3 s initial delay."""
+    b = launch(tmp_path_factory, "groups", config=NO_DELAY)
+    yield b
+    retire(b)
+
+
+def produce_numbers(bootstrap: str, topic: str, first: int, count: int, partitions: int) -> None:
+    p = ck.Producer({**CONFLUENT_COMMON, "bootstrap.servers": bootstrap, "acks": "all"})
+    for n in range(first, first + count):
+        p.produce(topic, value=str(n).encode(), partition=n % partitions)
+    assert p.flush(30) == 0
+
+
+class GroupMember:
+    """One consumer of a group on its own thread: polls, commits synchronously after every poll
+    that returned records, then records them (partition, offset, value), until `stop()`."""
+
+    def __init__(self, kind: str, bootstrap: str, group: str, topic: str) -> None:
+        self.kind, self.records, self.crash = kind, [], None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        if kind == "confluent":
+            self.consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                                         "session.timeout.ms": 10_000, "logger": CONFLUENT_COMMON["logger"]})
+            self.consumer.subscribe([topic])
+        else:
+            self.consumer = kp.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                             auto_offset_reset="earliest", enable_auto_commit=False,
+                                             session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"{kind}-member")
+        self.thread.start()
+
+    def assignment(self) -> set[int]:
+        with self._lock:
+            return set(self._assigned)
+
+    _assigned: set[int] = set()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                got = []
+                if self.kind == "confluent":
+                    msg = self.consumer.poll(0.2)
+                    if msg is not None and msg.error() is None:
+                        got.append((msg.partition(), msg.offset(), msg.value()))
+                    assigned = {tp.partition for tp in self.consumer.assignment()}
+                else:
+                    for records in self.consumer.poll(timeout_ms=200).values():
+                        got.extend((r.partition, r.offset, r.value) for r in records)
+                    assigned = {tp.partition for tp in self.consumer.assignment()}
+                if got:
+                    # Committed before recorded: a record the test sees is a committed one.
+                    if self.kind == "confluent":
+                        self.consumer.commit(asynchronous=False)
+                    else:
+                        self.consumer.commit()
+                    with self._lock:
+                        self.records.extend(got)
+                with self._lock:
+                    self._assigned = assigned
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.crash = e
+        finally:
+            self.consumer.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(30)
+
+    def values(self) -> list[int]:
+        with self._lock:
+            return [int(v) for _, _, v in self.records]
+
+
+def wait_until(what: str, condition, members) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        crashed = [m for m in members if m.crash is not None]
+        assert not crashed, f"{what}: consumer failed: {crashed[0].crash!r}"
+        assert time.monotonic() < deadline, f"{what}: not after {WAIT_S}s"
+        time.sleep(0.1)
+
+
+def test_librdkafka_and_kafka_python_share_a_group(groups_broker):
+    """A confluent-kafka and a kafka-python consumer in one group over three partitions: the second
+    member's join rebalances the partitions between them, together they read every record, and
+    when one leaves the other takes its partitions over from the committed offsets — reading
+    exactly the new records, nothing skipped and nothing again."""
+    bootstrap = groups_broker.bootstrap
+    topic, group, partitions = unique_topic("grp"), unique_topic("g"), 3
+    create_topic(bootstrap, topic, partitions)
+    produce_numbers(bootstrap, topic, 0, 300, partitions)
+
+    a = GroupMember("confluent", bootstrap, group, topic)
+    wait_until("the first member owns every partition", lambda: a.assignment() == {0, 1, 2}, [a])
+    b = GroupMember("kafka-python", bootstrap, group, topic)
+    wait_until("the partitions are split between both members",
+               lambda: a.assignment() and b.assignment() and a.assignment() | b.assignment() == {0, 1, 2}
+               and not a.assignment() & b.assignment(), [a, b])
+    wait_until("every record is read", lambda: set(a.values()) | set(b.values()) >= set(range(300)), [a, b])
+
+    b.stop()  # LeaveGroup: a takes every partition again
+    wait_until("the remaining member owns every partition", lambda: a.assignment() == {0, 1, 2}, [a])
+    seen_before = len(a.values())
+    produce_numbers(bootstrap, topic, 300, 30, partitions)
+    wait_until("the new records are read", lambda: set(a.values()) >= set(range(300, 330)), [a])
+    time.sleep(0.5)
+    a.stop()
+    assert sorted(a.values()[seen_before:]) == list(range(300, 330)), "after the rebalance: new records only"
+    assert a.crash is None and b.crash is None, (a.crash, b.crash)
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ends = confluent_watermarks(bootstrap, topic, list(range(partitions)))
+    request = ck.ConsumerGroupTopicPartitions(group, [ck.TopicPartition(topic, p) for p in range(partitions)])
+    committed = admin.list_consumer_group_offsets([request])[group].result()
+    assert {tp.partition: tp.offset for tp in committed.topic_partitions} == \
+        {p: hi for p, (_, hi) in ends.items()}
+
+
+def test_group_admin_operations(groups_broker):
+    """ListGroups and DescribeGroups show a live group with its member; DeleteGroups refuses it
+    (NON_EMPTY_GROUP) until it is empty; offsets set by the admin client (a commit outside any
+    generation) are read back, deleted one partition at a time (OffsetDelete) and with the group."""
+    bootstrap = groups_broker.bootstrap
+    topic, group = unique_topic("grp-admin"), unique_topic("g-admin")
+    create_topic(bootstrap, topic, 2)
+    confluent_produce(bootstrap, topic, make_records(20, 2, tag="adm"), acks="all")
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    member = GroupMember("confluent", bootstrap, group, topic)
+    wait_until("the member is assigned", lambda: member.assignment() == {0, 1}, [member])
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result().valid}
+    assert group in listed and listed[group].state == ck.ConsumerGroupState.STABLE, listed.get(group)
+    described = admin.describe_consumer_groups([group])[group].result()
+    assert described.state == ck.ConsumerGroupState.STABLE and len(described.members) == 1
+    assert {tp.partition for tp in described.members[0].assignment.topic_partitions} == {0, 1}
+    with pytest.raises(ck.KafkaException) as refused:
+        admin.delete_consumer_groups([group])[group].result()
+    assert refused.value.args[0].code() == ck.KafkaError.NON_EMPTY_GROUP
+    member.stop()
+
+    offsets = [ck.TopicPartition(topic, 0, 3), ck.TopicPartition(topic, 1, 7)]
+    admin.alter_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group, offsets)])[group].result()
+    asked = [ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)]
+    read = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group, asked)])[group].result()
+    assert {tp.partition: tp.offset for tp in read.topic_partitions} == {0: 3, 1: 7}
+    kp_admin = kp.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:  # OffsetDelete (confluent-kafka's Python admin client does not expose it)
+        answer = kp_admin.delete_group_offsets(group, [kp.TopicPartition(topic, 0)])
+    finally:
+        kp_admin.close()
+    assert [e.errno for e in answer.values()] == [0], answer
+    read = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group, asked)])[group].result()
+    assert {tp.partition: tp.offset for tp in read.topic_partitions} == {0: ck.OFFSET_INVALID, 1: 7}
+    admin.delete_consumer_groups([group])[group].result()
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result().valid}
+
+
+def test_committed_offsets_survive_the_coordinators_kill9(cluster):
+    """Three brokers, `__consumer_offsets` with RF 3 and min ISR 2: a group commits offsets 40 of
+    every partition and leaves; the broker coordinating it is killed with -9; a new member of the
+    group is served by the new leader of the group's partition and starts exactly at the
+    committed offsets."""
+    c = cluster("groups-kill", broker=NO_DELAY)
+    topic, group, partitions = unique_topic("grp-kill"), unique_topic("g-kill"), 3
+    c.create_topic(topic, partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"})
+    produce_numbers(c.bootstrap, topic, 0, 300, partitions)
+
+    first = ck.Consumer({"bootstrap.servers": c.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "logger": CONFLUENT_COMMON["logger"]})
+    first.subscribe([topic])
+    deadline = time.monotonic() + WAIT_S
+    while len(first.assignment()) < partitions:
+        first.poll(0.2)
+        assert time.monotonic() < deadline, "no assignment"
+    first.commit(offsets=[ck.TopicPartition(topic, p, 40) for p in range(partitions)], asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    coordinator = admin.describe_consumer_groups([group])[group].result().coordinator.id
+    first.close()
+
+    c.kill9(coordinator)
+    alive = [i for i in range(3) if i != coordinator]
+    second = ck.Consumer({"bootstrap.servers": c.bootstrap_of(alive), "group.id": group,
+                          "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                          "logger": CONFLUENT_COMMON["logger"]})
+    second.subscribe([topic])
+    firsts: dict[int, int] = {}
+    deadline = time.monotonic() + WAIT_S
+    while len(firsts) < partitions:
+        msg = second.poll(0.2)
+        if msg is not None and msg.error() is None:
+            firsts.setdefault(msg.partition(), msg.offset())
+        assert time.monotonic() < deadline, f"the new member read only {firsts}"
+    second.close()
+    assert firsts == {p: 40 for p in range(partitions)}, f"first offsets read after the failover: {firsts}"
+    c.restart(coordinator)
+
+
+def keel_groups(broker, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    run = subprocess.run([str(keel_bin()), "groups", *args, "--bootstrap-server", broker.bootstrap],
+                         capture_output=True, text=True, timeout=60, env={"RUST_BACKTRACE": "0"})
+    assert (run.returncode == 0) == ok, f"keel groups {' '.join(args)}: exit {run.returncode}\n{run.stdout}{run.stderr}"
+    return run
+
+
+def test_keel_groups_commands(groups_broker):
+    """`keel groups list / describe / reset-offsets / delete`: the group, its committed offsets,
+    log end offsets and lag; a reset is only printed without --execute, is refused while the
+    group has a member, and commits with --execute; delete removes the group."""
+    bootstrap = groups_broker.bootstrap
+    topic, group = unique_topic("grp-cli"), unique_topic("g-cli")
+    create_topic(bootstrap, topic, 2)
+    produce_numbers(bootstrap, topic, 0, 20, 2)
+    member = GroupMember("confluent", bootstrap, group, topic)
+    wait_until("the member reads everything", lambda: len(member.values()) >= 20, [member])
+
+    listed = json.loads(keel_groups(groups_broker, "list", "--json").stdout)
+    assert {"group": group, "state": "Stable", "protocol_type": "consumer"}.items() <= \
+        next(g for g in listed if g["group"] == group).items(), listed
+    described = json.loads(keel_groups(groups_broker, "describe", group, "--json").stdout)
+    assert described["state"] == "Stable" and described["members"] == 1, described
+    rows = {r["partition"]: r for r in described["partitions"]}
+    assert {p: (r["committed_offset"], r["log_end_offset"], r["lag"]) for p, r in rows.items()} == \
+        {0: (10, 10, 0), 1: (10, 10, 0)}, rows
+    assert all(r["member"] for r in rows.values()), rows
+    refused = keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, "--to-earliest", "--execute",
+                          ok=False)
+    assert "active members" in refused.stderr, refused.stderr
+    member.stop()
+
+    dry = keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, "--to-offset", "4")
+    assert "dry run" in dry.stdout, dry.stdout
+    keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, "--partition", "1", "--to-offset", "4",
+                "--execute")
+    described = json.loads(keel_groups(groups_broker, "describe", group, "--json").stdout)
+    assert described["state"] == "Empty"
+    assert {r["partition"]: (r["committed_offset"], r["lag"]) for r in described["partitions"]} == \
+        {0: (10, 0), 1: (4, 6)}, described
+    text = keel_groups(groups_broker, "describe", group).stdout
+    assert "LAG" in text and f"{topic}  1" in text, text
+    keel_groups(groups_broker, "delete", group)
+    assert group not in keel_groups(groups_broker, "list").stdout
