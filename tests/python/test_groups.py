@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 
@@ -274,3 +275,60 @@ def test_keel_groups_commands(groups_broker):
     assert "LAG" in text and f"{topic}  1" in text, text
     keel_groups(groups_broker, "delete", group)
     assert group not in keel_groups(groups_broker, "list").stdout
+
+
+CRASHING_MEMBER = r"""
+import json, sys, time
+import confluent_kafka as ck
+bootstrap, group, topic = sys.argv[1:4]
+c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                 "enable.auto.commit": False, "session.timeout.ms": 6000})
+c.subscribe([topic])
+read = []
+while len(read) < 60:
+    m = c.poll(0.5)
+    if m is None or m.error():
+        continue
+    read.append(int(m.value()))
+    if len(read) == 40:
+        c.commit(asynchronous=False)
+        print(json.dumps({"committed": read}), flush=True)
+print(json.dumps({"uncommitted": read[40:]}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_only_an_uncommitted_crash_brings_records_back(groups_broker, tmp_path):
+    """A member reads 40 records and commits, reads 20 more and is killed with -9 before it
+    commits them. Once its session expires, another member takes its partitions over from the
+    commits: it reads exactly those 20 again (the only duplicates) and everything after them."""
+    bootstrap = groups_broker.bootstrap
+    topic, group = unique_topic("grp-crash"), unique_topic("g-crash")
+    create_topic(bootstrap, topic, 2)
+    produce_numbers(bootstrap, topic, 0, 100, 2)
+    script = tmp_path / "member.py"
+    script.write_text(CRASHING_MEMBER)
+    proc = subprocess.Popen([sys.executable, str(script), bootstrap, group, topic],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: list[dict] = []
+    reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while len(lines) < 2:
+            assert time.monotonic() < deadline, f"the crashing member printed only {lines} in {WAIT_S}s"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    committed, uncommitted = lines[0]["committed"], lines[1]["uncommitted"]
+    assert len(committed) == 40 and len(uncommitted) == 20, lines
+
+    survivor = GroupMember("confluent", bootstrap, group, topic)
+    wait_until("the survivor reads what the crashed member did not commit",
+               lambda: set(survivor.values()) >= set(range(100)) - set(committed), [survivor])
+    time.sleep(0.5)
+    survivor.stop()
+    again = sorted(set(survivor.values()) & (set(committed) | set(uncommitted)))
+    assert again == sorted(uncommitted), f"read again: {again}; uncommitted: {sorted(uncommitted)}"
+    assert sorted(survivor.values()) == sorted(set(range(100)) - set(committed)), "each once, none skipped"

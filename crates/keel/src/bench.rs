@@ -588,6 +588,71 @@ async fn end_to_end(
     Ok(())
 }
 
+/// One Fetch (500 ms long poll) of `offsets`' partitions of `topic` from `connection`, each
+/// from its offset; moves every offset to the end of the whole batches returned and says how
+/// many offsets they advanced in all.
+async fn fetch_once(
+    connection: &mut Connection<BoxStream>,
+    version: i16,
+    topic: &str,
+    offsets: &mut BTreeMap<i32, i64>,
+    max_bytes: i32,
+    partition_max_bytes: i32,
+) -> anyhow::Result<u64> {
+    let request = FetchRequest::default()
+        .with_replica_id((-1).into())
+        .with_max_wait_ms(500)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_isolation_level(0)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(
+                offsets
+                    .iter()
+                    .map(|(p, o)| {
+                        FetchPartition::default()
+                            .with_partition(*p)
+                            .with_fetch_offset(*o)
+                            .with_current_leader_epoch(-1)
+                            .with_last_fetched_epoch(-1)
+                            .with_log_start_offset(-1)
+                            .with_partition_max_bytes(partition_max_bytes)
+                    })
+                    .collect(),
+            )]);
+    let response: FetchResponse = connection
+        .call_version(ApiKey::Fetch, version, &request)
+        .await?;
+    let mut advanced = 0;
+    for t in &response.responses {
+        for p in &t.partitions {
+            if p.error_code != 0 {
+                bail!(
+                    "fetch from partition {} failed with error {}",
+                    p.partition_index,
+                    p.error_code
+                );
+            }
+            let Some(records) = &p.records else { continue };
+            let Some(offset) = offsets.get_mut(&p.partition_index) else {
+                bail!(
+                    "the answer names partition {}, not asked for",
+                    p.partition_index
+                );
+            };
+            for next in batch_ends(records)? {
+                if next > *offset {
+                    advanced += (next - *offset) as u64;
+                    *offset = next;
+                }
+            }
+        }
+    }
+    Ok(advanced)
+}
+
 /// Long-polls partition 0 from `from`, sending the end offset of each fetch that returned
 /// records (and when it arrived) until the receiver is dropped.
 async fn follow(
@@ -598,43 +663,20 @@ async fn follow(
 ) -> anyhow::Result<()> {
     let mut connection = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
-    let mut offset = from;
+    let mut offsets = BTreeMap::from([(0, from)]);
     loop {
-        let request = FetchRequest::default()
-            .with_replica_id((-1).into())
-            .with_max_wait_ms(500)
-            .with_min_bytes(1)
-            .with_max_bytes(1024 * 1024)
-            .with_isolation_level(0)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_partition(0)
-                    .with_fetch_offset(offset)
-                    .with_current_leader_epoch(-1)
-                    .with_last_fetched_epoch(-1)
-                    .with_log_start_offset(-1)
-                    .with_partition_max_bytes(1024 * 1024)])]);
-        let response: FetchResponse = connection
-            .call_version(ApiKey::Fetch, version, &request)
-            .await?;
+        let advanced = fetch_once(
+            &mut connection,
+            version,
+            topic,
+            &mut offsets,
+            1024 * 1024,
+            1024 * 1024,
+        )
+        .await?;
         let arrived = Instant::now();
-        for t in &response.responses {
-            for p in &t.partitions {
-                if p.error_code != 0 {
-                    bail!("fetch from partition 0 failed with error {}", p.error_code);
-                }
-                let Some(records) = &p.records else { continue };
-                if let Some(end) = batch_ends(records)?.into_iter().max() {
-                    if end > offset {
-                        offset = end;
-                        if seen.send((end, arrived)).is_err() {
-                            return Ok(());
-                        }
-                    }
-                }
-            }
+        if advanced > 0 && seen.send((offsets[&0], arrived)).is_err() {
+            return Ok(());
         }
     }
 }
@@ -654,54 +696,15 @@ async fn consume_partitions(
     let mut idle_rounds = 0;
     while counted.load(std::sync::atomic::Ordering::Relaxed) < expected && Instant::now() < deadline
     {
-        let request = FetchRequest::default()
-            .with_replica_id((-1).into())
-            .with_max_wait_ms(500)
-            .with_min_bytes(1)
-            .with_max_bytes(50 * 1024 * 1024)
-            .with_isolation_level(0)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                .with_partitions(
-                    offsets
-                        .iter()
-                        .map(|(p, o)| {
-                            FetchPartition::default()
-                                .with_partition(*p)
-                                .with_fetch_offset(*o)
-                                .with_current_leader_epoch(-1)
-                                .with_last_fetched_epoch(-1)
-                                .with_log_start_offset(-1)
-                                .with_partition_max_bytes(10 * 1024 * 1024)
-                        })
-                        .collect(),
-                )]);
-        let response: FetchResponse = connection
-            .call_version(ApiKey::Fetch, version, &request)
-            .await?;
-        let mut got = 0;
-        for t in &response.responses {
-            for p in &t.partitions {
-                if p.error_code != 0 {
-                    bail!(
-                        "fetch from partition {} failed with error {}",
-                        p.partition_index,
-                        p.error_code
-                    );
-                }
-                let Some(records) = &p.records else { continue };
-                let offset = offsets
-                    .get_mut(&p.partition_index)
-                    .expect("requested partition");
-                for next in batch_ends(records)? {
-                    if next > *offset {
-                        got += (next - *offset) as u64;
-                        *offset = next;
-                    }
-                }
-            }
-        }
+        let got = fetch_once(
+            &mut connection,
+            version,
+            topic,
+            &mut offsets,
+            50 * 1024 * 1024,
+            10 * 1024 * 1024,
+        )
+        .await?;
         counted.fetch_add(got, std::sync::atomic::Ordering::Relaxed);
         idle_rounds = if got == 0 { idle_rounds + 1 } else { 0 };
         if idle_rounds > 20 {

@@ -148,15 +148,22 @@ fn finish(
     response.with_node_endpoints(endpoints)
 }
 
+/// One topic of the request: its name (resolved once, by id from v13; `None` if unknown) and
+/// each partition's plan.
+struct TopicPlan {
+    name: Option<String>,
+    partitions: Vec<Plan>,
+}
+
 /// Decides each partition once: unknown, not led here, fenced — or, for a follower, the
 /// replication core's answer (which must not be asked twice for one request).
-fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher) -> Vec<Vec<Plan>> {
+fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher) -> Vec<TopicPlan> {
     request
         .topics
         .iter()
         .map(|topic| {
             let name = topic_name(broker, topic, version);
-            topic
+            let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
@@ -216,7 +223,8 @@ fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher)
                         }
                     }
                 })
-                .collect()
+                .collect();
+            TopicPlan { name, partitions }
         })
         .collect()
 }
@@ -234,7 +242,7 @@ struct Round {
 fn read_round(
     broker: &Broker,
     request: &FetchRequest,
-    plans: &[Vec<Plan>],
+    plans: &[TopicPlan],
     fetcher: Fetcher,
     leaders: &mut BTreeSet<i32>,
 ) -> Round {
@@ -252,17 +260,12 @@ fn read_round(
         .topics
         .iter()
         .zip(plans)
-        .map(|(topic, plans)| {
-            // Resolved once per topic (by id from v13), not per partition.
-            let name = if topic.topic_id.is_nil() {
-                Some(topic.topic.to_string())
-            } else {
-                broker.topic_name(topic.topic_id)
-            };
+        .map(|(topic, plan)| {
+            let name = &plan.name;
             let partitions = topic
                 .partitions
                 .iter()
-                .zip(plans)
+                .zip(&plan.partitions)
                 .map(|(p, plan)| {
                     let data = match plan {
                         Plan::Fixed(data) => (**data).clone(),
