@@ -263,6 +263,8 @@ def test_keel_groups_commands(groups_broker):
     assert "active members" in refused.stderr, refused.stderr
     member.stop()
 
+    no_target = keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, ok=False)
+    assert "--to-earliest, --to-latest or --to-offset" in no_target.stderr, no_target.stderr
     dry = keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, "--to-offset", "4")
     assert "dry run" in dry.stdout, dry.stdout
     keel_groups(groups_broker, "reset-offsets", group, "--topic", topic, "--partition", "1", "--to-offset", "4",

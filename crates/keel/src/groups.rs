@@ -399,6 +399,9 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
             to_offset,
             execute,
         } => {
+            if !to_earliest && !to_latest && to_offset.is_none() {
+                bail!("say where to: --to-earliest, --to-latest or --to-offset N");
+            }
             let partitions: Vec<i32> = match partition {
                 Some(p) => vec![p],
                 None => leaders(&mut conn, &topic).await?.keys().copied().collect(),
@@ -417,14 +420,11 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
                     } else if to_latest {
                         end
                     } else {
-                        to_offset.expect("clap requires a target").clamp(start, end)
+                        to_offset.unwrap_or(start).clamp(start, end)
                     };
                     (*p, offset)
                 })
                 .collect();
-            if !to_earliest && !to_latest && to_offset.is_none() {
-                bail!("say where to: --to-earliest, --to-latest or --to-offset N");
-            }
             let mut rows = vec![vec![
                 "TOPIC".into(),
                 "PARTITION".into(),
