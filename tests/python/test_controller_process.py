@@ -2,7 +2,7 @@
 `keel format` formats its metadata.log.dir, the controller listener serves Kafka's controller
 RPCs (its ApiVersions lists BrokerRegistration, BrokerHeartbeat and AlterPartition), SIGTERM
 stops it with exit code 0, and unknown roles are refused with a clear error.
-The cluster behaviour itself is tested in crates/node/tests/{controller_server,cluster_follow}.rs.
+The cluster behaviour itself is tested in crates/node/tests/node/{controller_server,cluster_follow}.rs.
 """
 
 from __future__ import annotations
