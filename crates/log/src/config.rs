@@ -16,8 +16,30 @@ pub enum TimestampType {
 /// One day in milliseconds.
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
+/// `cleanup.policy`: what happens to old segments. Kafka's list of `delete` and/or `compact`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CleanupPolicy {
+    /// `delete`: `retention.ms` and `retention.bytes` delete whole old segments.
+    pub delete: bool,
+    /// `compact`: the cleaner keeps only the latest record of each key ([`crate::Log::compact`]).
+    pub compact: bool,
+}
+
+impl CleanupPolicy {
+    /// Kafka's default, `delete`.
+    pub const DELETE: CleanupPolicy = CleanupPolicy {
+        delete: true,
+        compact: false,
+    };
+    /// `compact` alone: nothing is deleted by age or size.
+    pub const COMPACT: CleanupPolicy = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+}
+
 /// Settings of one partition log. `Default` gives Kafka's defaults.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll a new segment before one would exceed this size (1 GiB).
     pub segment_bytes: u64,
@@ -44,6 +66,19 @@ pub struct LogConfig {
     pub max_message_bytes: u64,
     /// `message.timestamp.type` (CreateTime).
     pub timestamp_type: TimestampType,
+    /// `cleanup.policy` (`delete`).
+    pub cleanup_policy: CleanupPolicy,
+    /// `delete.retention.ms`: how long a tombstone (a record with a null value) stays readable
+    /// after the cleaner first saw it (1 day; Kafka's KIP-534 delete horizon).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: a record stays uncompacted for at least this long (0).
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty segment older than this is cleaned whatever the dirty
+    /// ratio (`i64::MAX`: never forced).
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: clean once dirty bytes are at least this share of the
+    /// cleanable bytes (0.5).
+    pub min_cleanable_dirty_ratio: f64,
     /// Test-only fault injection (`keel.test.lose.unflushed.data.on.unclean.start`): record the
     /// recovery point durably in [`crate::log::FLUSHED_OFFSET_FILE`] at every flush, so that
     /// [`crate::Log::truncate_to_recorded_flush`] can drop everything a power loss would have
@@ -64,6 +99,11 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             max_message_bytes: 1_048_588,
             timestamp_type: TimestampType::CreateTime,
+            cleanup_policy: CleanupPolicy::DELETE,
+            delete_retention_ms: DAY_MS,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
             test_record_flushed_offset: false,
         }
     }
@@ -95,6 +135,22 @@ impl LogConfig {
         }
         if self.flush_ms.is_some_and(|ms| ms < 0) {
             return invalid("flush.ms must not be negative".to_string());
+        }
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return invalid(format!(
+                "min.cleanable.dirty.ratio {} is outside [0, 1]",
+                self.min_cleanable_dirty_ratio
+            ));
+        }
+        if self.delete_retention_ms < 0
+            || self.min_compaction_lag_ms < 0
+            || self.max_compaction_lag_ms < 1
+        {
+            return invalid(
+                "delete.retention.ms and min.compaction.lag.ms must not be negative, \
+                 max.compaction.lag.ms must be positive"
+                    .to_string(),
+            );
         }
         if self.retention_ms.is_some_and(|ms| ms < 0) {
             return invalid("retention.ms must not be negative; use None for -1".to_string());

@@ -47,8 +47,9 @@ pub enum LogError {
         /// The log end offset.
         log_end_offset: Offset,
     },
-    /// A follower append whose batches do not continue the log exactly.
-    #[error("follower append starts at offset {found}, expected the log end offset {expected}")]
+    /// A follower append whose batches go backwards (below the log end offset or the previous
+    /// batch's end; gaps are fine, compaction leaves them).
+    #[error("follower append starts at offset {found}, below the log end offset {expected}")]
     UnexpectedAppendOffset {
         /// The log end offset (or the offset after the previous batch).
         expected: Offset,

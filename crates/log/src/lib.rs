@@ -128,11 +128,13 @@ mod segment;
 pub mod storage;
 mod types;
 
-pub use config::{LogConfig, TimestampType};
+pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::LeaderEpochCache;
 pub use error::LogError;
 pub use log::{
-    AppendInfo, DeletedSegment, FetchData, Log, RecoveryReport, RetentionReason, RetentionResult,
+    find_keyless_record, AppendInfo, CompactionOutput, CompactionPlan, CompactionStats,
+    DeletedSegment, FetchData, Log, NoCodecs, RecordCodecs, RecoveryReport, RetentionReason,
+    RetentionResult, CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
     LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
 };
 pub use log_dir::{

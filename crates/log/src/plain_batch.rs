@@ -101,7 +101,7 @@ fn encode_record(
 }
 
 /// Appends a zig-zag varint (Kafka's `varint` / `varlong`).
-fn put_varlong(out: &mut Vec<u8>, value: i64) {
+pub(crate) fn put_varlong(out: &mut Vec<u8>, value: i64) {
     let mut v = ((value << 1) ^ (value >> 63)) as u64;
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -110,7 +110,7 @@ fn put_varlong(out: &mut Vec<u8>, value: i64) {
     out.push(v as u8);
 }
 
-fn get_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
+pub(crate) fn get_varlong(buf: &[u8], pos: &mut usize) -> Option<i64> {
     let mut v: u64 = 0;
     for shift in (0..64).step_by(7) {
         let byte = *buf.get(*pos)?;

@@ -153,6 +153,13 @@ pub struct BrokerConfig {
     pub fetch_max_bytes: usize,
     /// `log.retention.check.interval.ms`; default 300000.
     pub log_retention_check_interval_ms: u64,
+    /// `log.cleaner.enable`: run the log cleaner for compacted topics; default true.
+    pub log_cleaner_enable: bool,
+    /// `log.cleaner.backoff.ms`: pause between cleaner passes over the partitions; default 15000.
+    pub log_cleaner_backoff_ms: u64,
+    /// `log.cleaner.dedupe.buffer.size`: memory budget of one pass's key → offset map; default
+    /// 134217728 (128 MiB).
+    pub log_cleaner_dedupe_buffer_size: u64,
     /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten by the
     /// partitions it wrote to; default 86400000 (1 day).
     pub producer_id_expiration_ms: u64,
@@ -242,6 +249,9 @@ const BROKER_KEYS: &[&str] = &[
     "socket.request.max.bytes",
     "fetch.max.bytes",
     "log.retention.check.interval.ms",
+    "log.cleaner.enable",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
     "offsets.topic.num.partitions",
@@ -418,6 +428,10 @@ impl BrokerConfig {
                 parse_value("fetch.max.bytes", v)
             })?,
             log_retention_check_interval_ms: num("log.retention.check.interval.ms", 300_000)?,
+            log_cleaner_enable: get("log.cleaner.enable")
+                .map_or(Ok(true), |v| parse_bool("log.cleaner.enable", v))?,
+            log_cleaner_backoff_ms: num("log.cleaner.backoff.ms", 15_000)?,
+            log_cleaner_dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size", 134_217_728)?,
             producer_id_expiration_ms: num("producer.id.expiration.ms", 86_400_000)?,
             producer_id_expiration_check_interval_ms: num(
                 "producer.id.expiration.check.interval.ms",

@@ -867,7 +867,7 @@ fn spawn_background(
         .replica_high_watermark_checkpoint_interval_ms
         .min(broker.config.log_flush_offset_checkpoint_interval_ms)
         .max(1);
-    vec![
+    let mut tasks = vec![
         coordinator_timers(broker.clone(), stop.clone()),
         periodic(broker.clone(), stop.clone(), flush_ms, |b| {
             b.flush_due_logs()
@@ -878,12 +878,17 @@ fn spawn_background(
         periodic(broker.clone(), stop.clone(), producer_expiry_ms, |b| {
             b.remove_expired_producers()
         }),
-        periodic(broker, stop, checkpoint_ms, |b| {
+        periodic(broker.clone(), stop.clone(), checkpoint_ms, |b| {
             if let Err(e) = b.checkpoint() {
                 warn!(error = %e, "checkpoint failed");
             }
         }),
-    ]
+    ];
+    if broker.config.log_cleaner_enable {
+        let backoff_ms = broker.config.log_cleaner_backoff_ms.max(1);
+        tasks.push(periodic(broker, stop, backoff_ms, |b| b.compact_logs()));
+    }
+    tasks
 }
 
 /// How often the group coordinator's timers run (sessions, rebalance deadlines).

@@ -22,6 +22,11 @@ pub enum Kind {
     Boolean,
     /// One of the listed words (case-insensitive; stored as listed).
     OneOf(&'static [&'static str]),
+    /// A number in [0, 1] (`min.cleanable.dirty.ratio`).
+    Ratio,
+    /// `cleanup.policy`: a comma-separated list of `delete` and `compact` (stored as `delete`,
+    /// `compact` or `compact,delete`).
+    CleanupPolicy,
 }
 
 /// One topic config key.
@@ -46,8 +51,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         name: "cleanup.policy",
         broker_synonyms: &[("log.cleanup.policy", 1)],
         default: Some("delete"),
-        kind: Kind::OneOf(&["delete"]),
-        doc: "Retention policy for old segments. Keel supports \"delete\" (log compaction is not implemented yet).",
+        kind: Kind::CleanupPolicy,
+        doc: "\"delete\": old segments are deleted by retention.ms / retention.bytes; \"compact\": the cleaner keeps the latest record of each key; \"compact,delete\": both.",
     },
     TopicConfigDef {
         name: "compression.type",
@@ -55,6 +60,13 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         default: Some("producer"),
         kind: Kind::OneOf(&["producer"]),
         doc: "Keel stores record batches exactly as the producer compressed them (\"producer\").",
+    },
+    TopicConfigDef {
+        name: "delete.retention.ms",
+        broker_synonyms: &[("log.cleaner.delete.retention.ms", 1)],
+        default: Some("86400000"),
+        kind: Kind::Long { min: 0 },
+        doc: "How long a tombstone of a compacted topic stays readable after the cleaner first kept it.",
     },
     TopicConfigDef {
         name: "flush.messages",
@@ -90,6 +102,27 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         default: Some("CreateTime"),
         kind: Kind::OneOf(&["CreateTime", "LogAppendTime"]),
         doc: "Whether record timestamps are the producer's (CreateTime) or the broker's append time.",
+    },
+    TopicConfigDef {
+        name: "max.compaction.lag.ms",
+        broker_synonyms: &[("log.cleaner.max.compaction.lag.ms", 1)],
+        default: Some("9223372036854775807"),
+        kind: Kind::Long { min: 1 },
+        doc: "A dirty segment older than this is compacted whatever the dirty ratio.",
+    },
+    TopicConfigDef {
+        name: "min.cleanable.dirty.ratio",
+        broker_synonyms: &[("log.cleaner.min.cleanable.ratio", 1)],
+        default: Some("0.5"),
+        kind: Kind::Ratio,
+        doc: "Compact once the dirty (not yet compacted) bytes are at least this share of the log.",
+    },
+    TopicConfigDef {
+        name: "min.compaction.lag.ms",
+        broker_synonyms: &[("log.cleaner.min.compaction.lag.ms", 1)],
+        default: Some("0"),
+        kind: Kind::Long { min: 0 },
+        doc: "A record stays uncompacted for at least this long.",
     },
     TopicConfigDef {
         name: "min.insync.replicas",
@@ -191,6 +224,27 @@ fn validate_kind(kind: Kind, value: &str) -> Result<String, String> {
             .find(|w| w.eq_ignore_ascii_case(value))
             .map(|w| w.to_string())
             .ok_or_else(|| format!("{value:?} is not one of {}", words.join(", "))),
+        Kind::Ratio => match value.parse::<f64>() {
+            Ok(v) if (0.0..=1.0).contains(&v) => Ok(v.to_string()),
+            Ok(v) => Err(format!("{v} is outside [0, 1]")),
+            Err(e) => Err(format!("{value:?} is not a number: {e}")),
+        },
+        Kind::CleanupPolicy => {
+            let (mut delete, mut compact) = (false, false);
+            for word in value.split(',').map(str::trim) {
+                match word.to_ascii_lowercase().as_str() {
+                    "delete" => delete = true,
+                    "compact" => compact = true,
+                    _ => return Err(format!("{word:?} is not delete or compact")),
+                }
+            }
+            Ok(match (compact, delete) {
+                (true, true) => "compact,delete",
+                (true, false) => "compact",
+                _ => "delete",
+            }
+            .to_string())
+        }
     }
 }
 
@@ -330,6 +384,18 @@ impl EffectiveTopicConfig {
             .unwrap_or_else(|| panic!("topic config {name} is not a validated number"))
     }
 
+    fn ratio(&self, name: &str) -> f64 {
+        self.get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("topic config {name} is not a validated ratio"))
+    }
+
+    /// Whether the topic is compacted (`cleanup.policy` holds `compact`).
+    pub fn is_compacted(&self) -> bool {
+        self.get("cleanup.policy")
+            .is_some_and(|p| p.split(',').any(|w| w == "compact"))
+    }
+
     fn bool(&self, name: &str) -> bool {
         self.get(name) == Some("true")
     }
@@ -371,6 +437,16 @@ impl EffectiveTopicConfig {
             } else {
                 keel_log::TimestampType::CreateTime
             },
+            cleanup_policy: keel_log::CleanupPolicy {
+                delete: self
+                    .get("cleanup.policy")
+                    .is_none_or(|p| p.split(',').any(|w| w == "delete")),
+                compact: self.is_compacted(),
+            },
+            delete_retention_ms: self.long("delete.retention.ms").max(0),
+            min_compaction_lag_ms: self.long("min.compaction.lag.ms").max(0),
+            max_compaction_lag_ms: self.long("max.compaction.lag.ms").max(1),
+            min_cleanable_dirty_ratio: self.ratio("min.cleanable.dirty.ratio"),
             test_record_flushed_offset: self.test_lose_unflushed,
             ..keel_log::LogConfig::default()
         }
@@ -415,7 +491,18 @@ mod tests {
             validate("message.timestamp.type", "logappendtime").unwrap(),
             "LogAppendTime"
         );
-        assert!(validate("cleanup.policy", "compact").is_err());
+        assert_eq!(validate("cleanup.policy", "Compact").unwrap(), "compact");
+        assert_eq!(
+            validate("cleanup.policy", "delete, compact").unwrap(),
+            "compact,delete"
+        );
+        assert!(validate("cleanup.policy", "compact,shred").is_err());
+        assert!(validate("cleanup.policy", "").is_err());
+        assert_eq!(
+            validate("min.cleanable.dirty.ratio", "0.25").unwrap(),
+            "0.25"
+        );
+        assert!(validate("min.cleanable.dirty.ratio", "1.5").is_err());
         assert!(validate("no.such.config", "1").is_err());
     }
 }

@@ -28,6 +28,7 @@
 //! a batch are never decoded (they may be compressed); the broker stores batches as sent.
 //! Callers: the log's append, recovery and read paths.
 
+pub(crate) mod records;
 mod rewrite;
 
 #[cfg(test)]
@@ -50,6 +51,9 @@ pub const TIMESTAMP_TYPE_ATTRIBUTE: i16 = 1 << 3;
 pub const TRANSACTIONAL_ATTRIBUTE: i16 = 1 << 4;
 /// Attribute bit of control batches.
 pub const CONTROL_ATTRIBUTE: i16 = 1 << 5;
+/// Attribute bit of a batch whose `baseTimestamp` holds the cleaner's delete horizon (KIP-534):
+/// its tombstones may be removed once that time has passed.
+pub const DELETE_HORIZON_ATTRIBUTE: i16 = 1 << 6;
 /// Attribute bits holding the compression codec.
 pub const COMPRESSION_CODEC_MASK: i16 = 0x07;
 

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::compact::{CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE};
 use super::{Log, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
 use crate::checkpoint::read_epoch_checkpoint;
 use crate::config::LogConfig;
@@ -117,7 +118,10 @@ impl Log {
                 ..RecoveryReport::default()
             },
             producers: ProducerStates::new(),
+            cleaner_offset: Offset(0),
+            delete_horizon_ms: None,
         };
+        (log.cleaner_offset, log.delete_horizon_ms) = log.read_cleaner_offset()?;
         for base in bases {
             let segment = Segment::open(log.storage.as_ref(), &log.dir, base, &log.config)
                 .map_err(log.io_error("open segment"))?;
@@ -190,9 +194,10 @@ impl Log {
                 cut = Some(base);
                 break;
             }
+            let allow_gaps = self.gaps_allowed();
             let segment = self.segments.get_mut(&base).expect("listed segment");
             let found = segment
-                .recover(now_ms)
+                .recover(now_ms, allow_gaps)
                 .map_err(LogError::io("recover segment", self.dir.clone()))?;
             let report = &mut self.recovery_report;
             report.segments_recovered += 1;
@@ -289,7 +294,7 @@ fn discover_segments(
     let mut indexes = Vec::new();
     for entry in entries.iter().filter(|e| !e.is_dir) {
         let name = entry.name.as_str();
-        if name.ends_with(TEMP_FILE_SUFFIX) {
+        if name.ends_with(TEMP_FILE_SUFFIX) || name.ends_with(CLEANED_FILE_SUFFIX) {
             storage
                 .remove_file(&dir.join(name))
                 .map_err(LogError::io("remove", dir.join(name)))?;
@@ -301,6 +306,7 @@ fn discover_segments(
             indexes.push((base, name));
         } else if name != LEADER_EPOCH_CHECKPOINT_FILE
             && name != PARTITION_METADATA_FILE
+            && name != CLEANER_OFFSET_CHECKPOINT_FILE
             && parse_segment_file_name(name, PRODUCER_SNAPSHOT_SUFFIX).is_none()
             // Files the controller keeps beside its logs' segments: metadata snapshots
             // (`<offset>.checkpoint`, Kafka's name) and the Raft state (`*.json`).

@@ -14,6 +14,7 @@
 //! offset.
 
 mod append;
+mod compact;
 mod flush;
 mod load;
 mod producers;
@@ -22,8 +23,14 @@ mod retention;
 mod truncate;
 
 #[cfg(test)]
+mod compact_tests;
+#[cfg(test)]
 mod tests;
 
+pub use compact::{
+    find_keyless_record, CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs,
+    CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
+};
 pub use load::RecoveryReport;
 pub use read::FetchData;
 pub use retention::{DeletedSegment, RetentionReason, RetentionResult};
@@ -90,6 +97,11 @@ pub struct Log {
     recovery_report: RecoveryReport,
     /// Idempotent producers' state up to the log end offset.
     producers: ProducerStates,
+    /// Everything below this offset was compacted (`cleanup.policy=compact`).
+    cleaner_offset: Offset,
+    /// The earliest delete horizon of a tombstone the cleaner kept: once passed, the log is
+    /// worth cleaning even with nothing dirty.
+    delete_horizon_ms: Option<i64>,
 }
 
 impl Log {

@@ -72,14 +72,15 @@ impl Log {
         high_watermark: Offset,
     ) -> Result<RetentionResult, LogError> {
         let mut deleted = Vec::new();
-        if let Some(retention_ms) = self.config.retention_ms {
+        let delete_policy = self.config.cleanup_policy.delete;
+        if let Some(retention_ms) = self.config.retention_ms.filter(|_| delete_policy) {
             let expired = |s: &Segment, _: Option<Offset>| {
                 s.max_timestamp()
                     .is_some_and(|m| now_ms.saturating_sub(m.timestamp) > retention_ms)
             };
             self.delete_oldest(high_watermark, RetentionReason::Time, expired, &mut deleted)?;
         }
-        if let Some(retention_bytes) = self.config.retention_bytes {
+        if let Some(retention_bytes) = self.config.retention_bytes.filter(|_| delete_policy) {
             let mut excess = self.size_bytes().saturating_sub(retention_bytes);
             let too_big = |s: &Segment, _: Option<Offset>| {
                 let fits = s.size_bytes() <= excess;

@@ -58,6 +58,9 @@ impl Log {
         let changed = self.epochs.truncate_from_end(log_end_offset);
         self.save_epochs_if(changed)?;
         self.load_producer_state()?;
+        if self.cleaner_offset > log_end_offset {
+            self.set_cleaner_offset(log_end_offset, self.delete_horizon_ms)?;
+        }
         self.sync_dir_if_needed()?;
         tracing::info!(dir = %self.dir.display(), requested = %offset, %log_end_offset, "truncated log");
         self.check_invariants();
@@ -83,6 +86,7 @@ impl Log {
         self.dir_unsynced = true;
         self.producers = ProducerStates::new();
         self.delete_producer_snapshots(|_| true)?;
+        self.set_cleaner_offset(offset, None)?;
         self.create_segment(offset)?;
         self.sync_dir_if_needed()?;
         self.log_start_offset = offset;

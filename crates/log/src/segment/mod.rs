@@ -66,6 +66,9 @@ pub(crate) struct Segment {
     /// What `segment.ms` is measured from: the first append's time, or after a reload the first
     /// batch's max timestamp (Kafka's `rollingBasedTimestamp`).
     roll_timestamp_ms: Option<i64>,
+    /// Whether an index file was missing at open (a crash during the cleaner's swap, or files
+    /// removed by hand): a clean load then rebuilds the indexes.
+    indexes_missing: bool,
     indexer: Indexer,
 }
 
@@ -84,15 +87,18 @@ impl Segment {
     ) -> io::Result<Segment> {
         let log_path = dir.join(segment_file_name(base_offset, LOG_FILE_SUFFIX));
         let log_file = storage.open_file(&log_path, OpenMode::CreateOrOpen)?;
+        let index_path = dir.join(segment_file_name(base_offset, INDEX_FILE_SUFFIX));
+        let time_index_path = dir.join(segment_file_name(base_offset, TIME_INDEX_FILE_SUFFIX));
+        let indexes_missing = !storage.exists(&index_path)? || !storage.exists(&time_index_path)?;
         let offset_index = OffsetIndex::open(
             storage,
-            &dir.join(segment_file_name(base_offset, INDEX_FILE_SUFFIX)),
+            &index_path,
             base_offset,
             max_index_entries(config, OFFSET_INDEX_ENTRY_BYTES),
         )?;
         let time_index = TimeIndex::open(
             storage,
-            &dir.join(segment_file_name(base_offset, TIME_INDEX_FILE_SUFFIX)),
+            &time_index_path,
             base_offset,
             max_index_entries(config, TIME_INDEX_ENTRY_BYTES),
         )?;
@@ -104,6 +110,7 @@ impl Segment {
             size_bytes,
             durable_bytes: size_bytes,
             roll_timestamp_ms: None,
+            indexes_missing,
             indexer: Indexer {
                 base_offset,
                 offset_index,
@@ -145,6 +152,12 @@ impl Segment {
     /// rescans, fully validated, only the batches from the last offset-index entry on. Returns
     /// `Some(reason)` if something is wrong: the caller then recovers the segment instead.
     pub fn load_clean(&mut self, now_ms: i64) -> io::Result<Option<String>> {
+        if self.indexes_missing && self.size_bytes > 0 {
+            return Ok(Some(format!(
+                "{} has no index files",
+                self.log_path.display()
+            )));
+        }
         let indexer = &mut self.indexer;
         if let Err(reason) = indexer.offset_index.sanity_check(self.size_bytes) {
             return Ok(Some(reason));
@@ -208,9 +221,10 @@ impl Segment {
         }))
     }
 
-    /// Validates every batch (length, magic, CRC-32C, offsets contiguous from the base offset),
-    /// rebuilds both indexes, and truncates the file at the first bad batch.
-    pub fn recover(&mut self, now_ms: i64) -> io::Result<SegmentRecovery> {
+    /// Validates every batch (length, magic, CRC-32C, offsets contiguous from the base offset,
+    /// or only increasing if `allow_gaps`: a compacted log has gaps), rebuilds both indexes,
+    /// and truncates the file at the first bad batch.
+    pub fn recover(&mut self, now_ms: i64, allow_gaps: bool) -> io::Result<SegmentRecovery> {
         let indexer = &mut self.indexer;
         indexer.reset()?;
         let mut batches = 0u64;
@@ -220,7 +234,14 @@ impl Segment {
             0,
             Check::Full,
             |position, header| {
-                if header.base_offset != indexer.next_offset {
+                // `baseOffset` is not covered by the CRC: where the log has no gaps, any jump is
+                // corruption; where compaction left gaps, only going backwards is.
+                let bad = if allow_gaps {
+                    header.base_offset < indexer.next_offset
+                } else {
+                    header.base_offset != indexer.next_offset
+                };
+                if bad {
                     return Ok(Visit::Reject(format!(
                         "base offset {} where {} was expected",
                         header.base_offset, indexer.next_offset
@@ -288,8 +309,8 @@ impl Segment {
         now_ms: i64,
     ) -> io::Result<()> {
         let first = batches.first().expect("append of at least one batch");
-        assert_eq!(
-            first.1.base_offset, self.indexer.next_offset,
+        assert!(
+            first.1.base_offset >= self.indexer.next_offset,
             "segment append out of order"
         );
         assert!(
@@ -416,8 +437,9 @@ impl Segment {
             end.error.is_none(),
             "batches before a truncation point were valid"
         );
-        assert_eq!(
-            indexer.next_offset, next_offset,
+        // Equal, or below when compaction removed the batches just before the cut.
+        assert!(
+            indexer.next_offset <= next_offset,
             "truncation point is a batch boundary"
         );
         self.roll_timestamp_ms = self.first_batch_roll_timestamp(now_ms)?;
@@ -462,9 +484,23 @@ impl Segment {
 
     /// Closes the files and removes them (the caller fsyncs the directory).
     pub fn delete(self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+        self.delete_files(
+            storage,
+            dir,
+            &[LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX],
+        )
+    }
+
+    /// Closes the files and removes only the two indexes (before the cleaner swaps in a new log
+    /// file; the caller fsyncs the directory).
+    pub fn delete_indexes(self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+        self.delete_files(storage, dir, &[INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX])
+    }
+
+    fn delete_files(self, storage: &dyn Storage, dir: &Path, suffixes: &[&str]) -> io::Result<()> {
         let base = self.base_offset;
         drop(self);
-        for suffix in [LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
+        for suffix in suffixes {
             match storage.remove_file(&dir.join(segment_file_name(base, suffix))) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}

@@ -14,6 +14,9 @@
 //!
 //! Locks are held briefly and never across an `.await`.
 
+mod cleaner;
+
+pub use cleaner::KafkaCodecs;
 mod hosting;
 mod producer_ids;
 mod replication;

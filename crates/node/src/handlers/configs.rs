@@ -34,6 +34,8 @@ const TYPE_BOOLEAN: i8 = 1;
 const TYPE_STRING: i8 = 2;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
+const TYPE_LIST: i8 = 7;
 
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
@@ -91,6 +93,8 @@ fn config_type(kind: Kind) -> i8 {
         Kind::Int { .. } => TYPE_INT,
         Kind::Boolean => TYPE_BOOLEAN,
         Kind::OneOf(_) => TYPE_STRING,
+        Kind::Ratio => TYPE_DOUBLE,
+        Kind::CleanupPolicy => TYPE_LIST,
     }
 }
 

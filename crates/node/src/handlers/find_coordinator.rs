@@ -1,7 +1,8 @@
 //! FindCoordinator (key 10, v0–5): the group coordinator of each key is the leader of the key's
 //! `__consumer_offsets` partition. The topic is created on the first lookup (Kafka does the
 //! same): `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor` replicas,
-//! `min.insync.replicas` 2 (1 for a single replica), and no time or size retention. Until its
+//! `min.insync.replicas` 2 (1 for a single replica), `cleanup.policy=compact` (the cleaner keeps
+//! the latest commit of each group and partition; nothing is deleted by age). Until its
 //! partition has a leader the answer is `COORDINATOR_NOT_AVAILABLE` and the client retries.
 //! Transaction and share coordinators do not exist in Keel: `INVALID_REQUEST` for those keys.
 //! v0–3 carry one key; v4+ a batch (`CoordinatorKeys`), answered one entry per key.
@@ -109,9 +110,7 @@ async fn create_offsets_topic(broker: &Broker) -> Result<(), (ResponseError, Str
     let config = &broker.config;
     let replication = config.offsets_topic_replication_factor;
     let configs = [
-        ("cleanup.policy", "delete".to_string()),
-        ("retention.ms", "-1".to_string()),
-        ("retention.bytes", "-1".to_string()),
+        ("cleanup.policy", "compact".to_string()),
         ("min.insync.replicas", replication.min(2).to_string()),
         (
             "segment.bytes",

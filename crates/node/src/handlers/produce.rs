@@ -209,6 +209,11 @@ fn append(
             "produce request has no record batches",
         )));
     };
+    if partition.config().is_compacted() {
+        if let Some(reason) = keel_log::find_keyless_record(records, &crate::broker::KafkaCodecs) {
+            return Pending::Done(Err(ApiError::new(ResponseError::InvalidRecord, reason)));
+        }
+    }
     match broker.append_as_leader(&partition, records, acks, timeout_ms) {
         Ok((appended, Some(waiter))) => Pending::Waiting(appended, waiter),
         Ok((appended, None)) => Pending::Done(Ok(appended)),

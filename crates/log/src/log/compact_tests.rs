@@ -1,0 +1,442 @@
+//! Tests of log compaction ([`Log::compact`] and its three steps) against a model: the latest
+//! record of every key survives with its offset, nothing else changes order or content,
+//! tombstones leave after `delete.retention.ms`, crashes at any step lose nothing, and followers
+//! copy a compacted log with its gaps.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::tests::{open_log as open, DIR};
+use super::*;
+use crate::batch::parse_batches;
+use crate::config::CleanupPolicy;
+use crate::plain_batch::{build_keyed_batch, decode_records, set_producer};
+use crate::storage::{MemStorage, Storage};
+
+const BUDGET: usize = 1 << 20;
+
+fn compacted_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 600,
+        index_interval_bytes: 64,
+        retention_ms: Some(1),
+        cleanup_policy: CleanupPolicy::COMPACT,
+        delete_retention_ms: 1_000,
+        min_cleanable_dirty_ratio: 0.0,
+        ..LogConfig::default()
+    }
+}
+
+/// (offset, key, value; `None` = tombstone) of every record readable from the log start.
+type Entry = (i64, Vec<u8>, Option<Vec<u8>>);
+
+fn read_entries(log: &Log) -> Vec<Entry> {
+    let data = log
+        .read(log.log_start_offset(), usize::MAX, None, true)
+        .unwrap();
+    let mut out = Vec::new();
+    for view in parse_batches(&data.records).unwrap() {
+        for r in decode_records(view.bytes).expect("uncompressed batch") {
+            let value = (!r.value_is_null).then_some(r.value);
+            out.push((r.offset, r.key.unwrap_or_default(), value));
+        }
+    }
+    out
+}
+
+fn put(log: &mut Log, records: &[(&str, Option<&str>)], now_ms: i64) {
+    let recs: Vec<_> = records
+        .iter()
+        .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes), now_ms))
+        .collect();
+    log.append_as_leader(&build_keyed_batch(&recs), LeaderEpoch(0), now_ms)
+        .unwrap();
+}
+
+fn compact(log: &mut Log, now_ms: i64) -> Option<CompactionStats> {
+    let end = log.log_end_offset();
+    log.compact(now_ms, end, BUDGET, &NoCodecs).unwrap()
+}
+
+/// What a compacted log may hold: for each key, the latest record at or above `clean_below`
+/// survives untouched; below it only each key's latest record, or nothing for an expired
+/// tombstone.
+fn check_against_model(log: &Log, written: &[Entry], expired_tombstones: bool) {
+    let entries = read_entries(log);
+    let by_offset: BTreeMap<i64, &Entry> = written.iter().map(|e| (e.0, e)).collect();
+    let mut latest: BTreeMap<&[u8], i64> = BTreeMap::new();
+    for (offset, key, _) in written {
+        latest.insert(key, *offset);
+    }
+    let mut previous = -1;
+    for entry in &entries {
+        assert!(entry.0 > previous, "offsets increase");
+        previous = entry.0;
+        assert_eq!(
+            Some(&entry),
+            by_offset.get(&entry.0),
+            "a record the log was given"
+        );
+    }
+    let present: BTreeMap<i64, &Entry> = entries.iter().map(|e| (e.0, e)).collect();
+    for (key, offset) in &latest {
+        let tombstone = by_offset[offset].2.is_none();
+        if !(tombstone && expired_tombstones) {
+            assert!(
+                present.contains_key(offset),
+                "latest record of {key:?} at {offset} survives"
+            );
+        }
+    }
+    let cleaner_offset = log.cleaner_offset().0;
+    for (offset, entry) in by_offset.range(cleaner_offset..) {
+        assert!(present.contains_key(offset), "dirty record {entry:?} kept");
+    }
+    let mut latest_clean: BTreeMap<&[u8], i64> = BTreeMap::new();
+    for (offset, key, _) in written.iter().filter(|e| e.0 < cleaner_offset) {
+        latest_clean.insert(key, *offset);
+    }
+    for entry in entries.iter().filter(|e| e.0 < cleaner_offset) {
+        assert_eq!(
+            latest_clean[&entry.1[..]],
+            entry.0,
+            "superseded {entry:?} removed"
+        );
+    }
+    log.check_invariants();
+}
+
+// Shows: only the latest value of each key survives below the cleaner offset; offsets and
+// values are the ones written; segments stay contiguous (the last batch of a segment stays);
+// every offset stays readable; a second pass with nothing dirty does nothing.
+#[test]
+fn keeps_the_latest_record_of_each_key() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let mut written = Vec::new();
+    for round in 0..40 {
+        let key = format!("k{}", round % 5);
+        let value = format!("v{round}");
+        put(&mut log, &[(&key, Some(&value))], 0);
+        written.push((round, key.into_bytes(), Some(value.into_bytes())));
+    }
+    log.roll().unwrap();
+    let before = log.size_bytes();
+    let stats = compact(&mut log, 10).expect("dirty log is compacted");
+    assert_eq!(stats.cleaner_offset, Offset(40));
+    assert!(stats.records_removed >= 30, "{stats:?}");
+    assert!(log.size_bytes() < before, "{} < {before}", log.size_bytes());
+    check_against_model(&log, &written, false);
+    for key in 0..5 {
+        let survivors: Vec<_> = read_entries(&log)
+            .into_iter()
+            .filter(|e| e.1 == format!("k{key}").into_bytes())
+            .collect();
+        assert_eq!(survivors.len(), 1, "{survivors:?}");
+        assert_eq!(survivors[0].0, 35 + key);
+    }
+    for offset in 0..40 {
+        let data = log.read(Offset(offset), 1, None, true).unwrap();
+        assert!(data.last_offset.unwrap() >= Offset(offset));
+    }
+    assert_eq!(compact(&mut log, 20), None, "nothing dirty");
+}
+
+// Shows: a tombstone stays for delete.retention.ms after the cleaner first keeps it, then a
+// pass with nothing dirty removes it (and the value it deleted is gone from the start).
+#[test]
+fn tombstones_expire_after_delete_retention() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    put(&mut log, &[("a", Some("1")), ("b", Some("2"))], 0);
+    put(&mut log, &[("a", None)], 0);
+    log.roll().unwrap();
+    let stats = compact(&mut log, 100).unwrap();
+    assert_eq!(stats.delete_horizon_ms, Some(1_100));
+    let entries = read_entries(&log);
+    assert_eq!(
+        entries,
+        vec![
+            (1, b"b".to_vec(), Some(b"2".to_vec())),
+            (2, b"a".to_vec(), None)
+        ]
+    );
+    assert_eq!(compact(&mut log, 1_099), None, "horizon not reached");
+    let stats = compact(&mut log, 1_100).expect("the passed horizon makes the log cleanable");
+    assert_eq!(stats.tombstones_removed, 1);
+    let entries = read_entries(&log);
+    assert_eq!(entries, vec![(1, b"b".to_vec(), Some(b"2".to_vec()))]);
+    // The emptied batch stays (the segment's last), so the offsets remain contiguous.
+    assert_eq!(log.log_end_offset(), Offset(3));
+    log.check_invariants();
+}
+
+// Shows: the record timestamps of a batch that gets a delete horizon are unchanged for readers.
+#[test]
+fn delete_horizon_keeps_record_timestamps() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let batch = build_keyed_batch(&[(Some(b"x"), Some(b"1"), 500), (Some(b"y"), None, 700)]);
+    log.append_as_leader(&batch, LeaderEpoch(0), 800).unwrap();
+    log.roll().unwrap();
+    compact(&mut log, 900).unwrap();
+    let data = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    let view = &parse_batches(&data.records).unwrap()[0];
+    assert_ne!(
+        view.header.attributes & crate::batch::DELETE_HORIZON_ATTRIBUTE,
+        0
+    );
+    assert_eq!(view.header.base_timestamp, 1_900);
+    let timestamps: Vec<_> = decode_records(view.bytes)
+        .unwrap()
+        .iter()
+        .map(|r| r.timestamp)
+        .collect();
+    assert_eq!(timestamps, [500, 700]);
+}
+
+// Shows: nothing at or above the high watermark, in the active segment, or younger than
+// min.compaction.lag.ms is cleaned; the dirty ratio gates cleaning.
+#[test]
+fn cleans_only_what_is_eligible() {
+    let storage = MemStorage::new();
+    let config = LogConfig {
+        min_compaction_lag_ms: 1_000,
+        ..compacted_config()
+    };
+    let mut log = open(&storage, config, true, 0);
+    for round in 0..20 {
+        put(&mut log, &[("k", Some(&format!("v{round}")))], 0);
+    }
+    log.roll().unwrap();
+    assert!(log
+        .compact(500, log.log_end_offset(), BUDGET, &NoCodecs)
+        .unwrap()
+        .is_none());
+    assert!(
+        log.compact(2_000, Offset(0), BUDGET, &NoCodecs)
+            .unwrap()
+            .is_none(),
+        "HW 0"
+    );
+    let stats = log
+        .compact(2_000, Offset(20), BUDGET, &NoCodecs)
+        .unwrap()
+        .unwrap();
+    assert_eq!(stats.cleaner_offset, Offset(20));
+
+    let mut config = compacted_config();
+    config.min_cleanable_dirty_ratio = 0.9;
+    log.set_config(config).unwrap();
+    put(&mut log, &[("k", Some("new"))], 2_000);
+    log.roll().unwrap();
+    assert!(compact(&mut log, 3_000).is_none(), "dirty share below 0.9");
+}
+
+// Shows: a crash after the cleaned files are written but before the swap loses nothing and the
+// leftovers go; a crash after the swap keeps the compacted log; missing index files are rebuilt.
+#[test]
+fn crashes_around_the_swap_lose_nothing() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let mut written = Vec::new();
+    for round in 0..30 {
+        let key = format!("k{}", round % 3);
+        put(&mut log, &[(&key, Some("v"))], 0);
+        written.push((round, key.into_bytes(), Some(b"v".to_vec())));
+    }
+    log.roll().unwrap();
+    log.flush(0).unwrap();
+    let before = read_entries(&log);
+    let plan = log.plan_compaction(10, Offset(30), BUDGET).unwrap();
+    let _output = plan.run(&NoCodecs).unwrap();
+    drop(log);
+    storage.crash();
+    let log = open(&storage, compacted_config(), false, 20);
+    assert_eq!(read_entries(&log), before);
+    let names: Vec<String> = storage
+        .list_dir(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.ends_with(CLEANED_FILE_SUFFIX)),
+        "{names:?}"
+    );
+    drop(log);
+
+    let mut log = open(&storage, compacted_config(), true, 30);
+    compact(&mut log, 40).unwrap();
+    let after = read_entries(&log);
+    drop(log);
+    storage.crash();
+    let log = open(&storage, compacted_config(), false, 50);
+    assert_eq!(read_entries(&log), after);
+    check_against_model(&log, &written, false);
+    drop(log);
+
+    // The swap deletes the indexes first: a segment without them is rebuilt on a clean open.
+    let first = crate::segment::segment_file_name(Offset(0), crate::segment::INDEX_FILE_SUFFIX);
+    storage.remove_file(&Path::new(DIR).join(first)).unwrap();
+    let log = open(&storage, compacted_config(), true, 60);
+    assert_eq!(read_entries(&log), after);
+    assert_eq!(
+        log.recovery_report().segments_recovered,
+        log.segment_count()
+    );
+}
+
+// Shows: a follower fetching a compacted leader log accepts its gaps and ends up with the same
+// records; truncating into a gap keeps everything below the cut.
+#[test]
+fn followers_copy_gaps_and_truncation_handles_them() {
+    let storage = MemStorage::new();
+    let mut leader = open(&storage, compacted_config(), true, 0);
+    for round in 0..30 {
+        let key = match round {
+            5 => "a",
+            17 => "b",
+            _ => "k",
+        };
+        put(&mut leader, &[(key, Some("v"))], 0);
+    }
+    leader.roll().unwrap();
+    compact(&mut leader, 10).unwrap();
+    let follower_storage = MemStorage::new();
+    let mut follower = open(&follower_storage, compacted_config(), true, 0);
+    while follower.log_end_offset() < leader.log_end_offset() {
+        let data = leader
+            .read(follower.log_end_offset(), 200, None, true)
+            .unwrap();
+        follower.append_as_follower(&data.records, 0).unwrap();
+    }
+    assert_eq!(read_entries(&follower), read_entries(&leader));
+    follower.check_invariants();
+
+    let entries = read_entries(&leader);
+    let gap = entries
+        .windows(2)
+        .find(|w| w[1].0 > w[0].0 + 1)
+        .map(|w| w[0].0 + 1)
+        .expect("compaction left a gap");
+    leader.truncate_to(Offset(gap), 20).unwrap();
+    assert!(leader.log_end_offset() <= Offset(gap));
+    let kept: Vec<_> = entries.into_iter().filter(|e| e.0 < gap).collect();
+    assert_eq!(read_entries(&leader), kept);
+    leader.check_invariants();
+}
+
+// Shows: an idempotent producer's last batch survives as an empty batch, so its sequence state
+// is rebuilt on reload; keyless records are dropped.
+#[test]
+fn keeps_a_producers_last_batch() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let mut batch = build_keyed_batch(&[(Some(b"k"), Some(b"1"), 0), (None, Some(b"x"), 0)]);
+    set_producer(&mut batch, 7, 0, 0);
+    log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
+    put(&mut log, &[("k", Some("2"))], 0);
+    log.roll().unwrap();
+    compact(&mut log, 10).unwrap();
+    let data = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    let views = parse_batches(&data.records).unwrap();
+    assert_eq!(views[0].header.producer_id, 7);
+    assert_eq!(views[0].header.records_count, 0);
+    assert_eq!(views[0].header.last_offset_delta, 1);
+    assert_eq!(
+        read_entries(&log),
+        vec![(2, b"k".to_vec(), Some(b"2".to_vec()))]
+    );
+    drop(log);
+    // Remove the snapshots so the state is rebuilt from the batches.
+    for entry in storage.list_dir(Path::new(DIR)).unwrap() {
+        if entry
+            .name
+            .ends_with(crate::producer_state::PRODUCER_SNAPSHOT_SUFFIX)
+        {
+            storage
+                .remove_file(&Path::new(DIR).join(&entry.name))
+                .unwrap();
+        }
+    }
+    let log = open(&storage, compacted_config(), false, 20);
+    let entry = log
+        .producer_states()
+        .get(7)
+        .expect("producer 7 survives compaction");
+    assert_eq!(entry.last_sequence(), Some(1));
+}
+
+// Shows: delete retention applies only with the delete policy.
+#[test]
+fn compact_only_topics_are_not_deleted_by_age() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    put(&mut log, &[("a", Some("1"))], 0);
+    log.roll().unwrap();
+    let result = log
+        .apply_retention(1_000_000, log.log_end_offset())
+        .unwrap();
+    assert!(result.deleted.is_empty());
+    let mut config = compacted_config();
+    config.cleanup_policy.delete = true;
+    log.set_config(config).unwrap();
+    let result = log
+        .apply_retention(1_000_000, log.log_end_offset())
+        .unwrap();
+    assert_eq!(result.deleted.len(), 1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    // Shows: any interleaving of keyed writes (tombstones included), rolls, compactions at
+    // varying high watermarks and times, crashes and reopens keeps the model's promise.
+    #[test]
+    fn compaction_matches_the_model(
+        ops in proptest::collection::vec((0u8..6, 0u8..6, any::<bool>(), 1usize..4), 1..60)
+    ) {
+        let storage = MemStorage::new();
+        let mut log = open(&storage, compacted_config(), true, 0);
+        let mut written: Vec<Entry> = Vec::new();
+        let mut now = 0i64;
+        let mut expired = false;
+        for (op, key, tombstone, count) in ops {
+            now += 100;
+            match op {
+                0..=2 => {
+                    let mut recs = Vec::new();
+                    for i in 0..count {
+                        let key = format!("k{}", (usize::from(key) + i) % 6);
+                        let value = (!tombstone || i > 0).then(|| format!("v{}", written.len()));
+                        recs.push((key, value));
+                    }
+                    let borrowed: Vec<(&str, Option<&str>)> =
+                        recs.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect();
+                    let base = log.log_end_offset().0;
+                    put(&mut log, &borrowed, now);
+                    for (i, (k, v)) in recs.into_iter().enumerate() {
+                        written.push((base + i as i64, k.into_bytes(), v.map(String::into_bytes)));
+                    }
+                }
+                3 => { log.roll().unwrap(); }
+                4 => {
+                    let hw = Offset(log.log_end_offset().0 * i64::from(key) / 5);
+                    log.flush(now).unwrap();
+                    if let Some(stats) = log.compact(now, hw, BUDGET, &NoCodecs).unwrap() {
+                        expired |= stats.tombstones_removed > 0;
+                    }
+                }
+                _ => {
+                    log.flush(now).unwrap();
+                    drop(log);
+                    storage.crash();
+                    log = open(&storage, compacted_config(), tombstone, now);
+                }
+            }
+            check_against_model(&log, &written, expired);
+        }
+    }
+}
