@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
-from clients import confluent_consume, confluent_watermarks, unique_topic
+from leader_kill9 import producer_through_leader_kill9
 
 REPO = Path(__file__).resolve().parents[2]
 JAVA_DIR = REPO / "tests" / "java"
@@ -74,40 +72,5 @@ def test_java_default_producer_through_a_leader_kill9(cluster):
     killed with -9: every send succeeds and the log holds every record exactly once, in order —
     no duplicates from the retries, no gaps."""
     classes, classpath = build_check()
-    c = cluster("java-idem")
-    topic, partitions, records = unique_topic("java-idem"), 3, 6000
-    c.create_topic(topic, partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"})
-    producer = subprocess.Popen(
-        ["java", "-cp", f"{classes}:{classpath}", "KeelIdempotentProducer", c.bootstrap, topic, str(records),
-         str(partitions), "1500"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(producer.stdout), daemon=True)
-    reader.start()
-    deadline = time.monotonic() + 60
-    while not any(line.startswith("acked ") and int(line.split()[1]) >= 1500 for line in list(out)):
-        assert producer.poll() is None, f"the producer ended early: {out[-3:]} {producer.stderr.read()[-2000:]}"
-        assert time.monotonic() < deadline, f"the producer acknowledged too little: {out[-3:]}"
-        time.sleep(0.05)
-    victim = c.partition_state(topic)[0].leader
-    c.kill9(victim)
-    try:
-        producer.wait(180)
-    finally:
-        if producer.poll() is None:
-            producer.kill()
-    reader.join(10)
-    stderr = producer.stderr.read()
-    assert producer.returncode == 0 and any(l.startswith(f"DONE sent={records} acked={records} failed=0")
-                                            for l in out), (out[-3:], stderr[-3000:])
-
-    alive = [i for i in range(3) if i != victim]
-    bootstrap = c.bootstrap_of(alive)
-    ends = {p: hi for p, (_, hi) in confluent_watermarks(bootstrap, topic, list(range(partitions))).items()}
-    got = confluent_consume(bootstrap, topic, list(range(partitions)), ends)
-    for p, recs in got.items():
-        numbers = [int(r.value) for _, r in recs]
-        assert numbers == list(range(p, records, partitions)), (
-            f"partition {p}: {len(numbers)} records, duplicates "
-            f"{sorted(n for n in set(numbers) if numbers.count(n) > 1)[:5]}, "
-            f"missing {sorted(set(range(p, records, partitions)) - set(numbers))[:5]}")
+    producer_through_leader_kill9(cluster("java-idem"),
+                                  ["java", "-cp", f"{classes}:{classpath}", "KeelIdempotentProducer"], "java-idem")
