@@ -3,6 +3,8 @@
 // sequenced batches), an assign()-based consumer that reads everything back, and a group
 // consumer (subscribe, commitSync, committed offsets read back).
 // Prints "JAVA-CLIENT-OK" and exits 0 when every check holds; exits 1 with the reason otherwise.
+//
+// Usage: KeelJavaClientCheck BOOTSTRAP RECORDS_PER_COMPRESSION BROKERS (the cluster's size)
 
 import java.time.Duration;
 import java.util.*;
@@ -25,6 +27,7 @@ public class KeelJavaClientCheck {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0];
         int perCompression = Integer.parseInt(args[1]);
+        int brokers = Integer.parseInt(args[2]);
         String topic = "java-check-" + System.currentTimeMillis();
         int partitions = 3;
 
@@ -42,7 +45,7 @@ public class KeelJavaClientCheck {
             Config config = admin.describeConfigs(List.of(res)).all().get().get(res);
             check("3600000".equals(config.get("retention.ms").value()), "describeConfigs retention.ms");
             check(admin.listTopics().names().get().contains(topic), "listTopics");
-            check(admin.describeCluster().nodes().get().size() == 1, "describeCluster");
+            check(admin.describeCluster().nodes().get().size() == brokers, "describeCluster");
         }
 
         String[] compressions = {"none", "gzip", "snappy", "lz4", "zstd"};

@@ -6,8 +6,18 @@ Cites the Keel CLI contract (DESIGN.md, Operator surface: `keel dev`).
 
 from __future__ import annotations
 
-from clients import confluent_consume, confluent_produce_one, unique_topic
+import time
+
+import confluent_kafka as ck
+import kafka as kp
+
+from confluent_kafka.admin import NewTopic
+
+from clients import (RDKAFKA_LOG, confluent_admin, confluent_consume, confluent_produce_one, unique_topic,
+                     wait_for_leaders)
 from keel_broker import CLEAN_FOUND
+
+GROUP_WAIT_S = 60
 
 
 def test_dev_round_trip_and_sigterm(start_broker):
@@ -48,3 +58,60 @@ def test_format_writes_meta_properties(tmp_path):
     props = dict(line.split("=", 1) for line in meta.read_text().splitlines() if "=" in line and not line.startswith("#"))
     assert props.get("cluster.id") == cluster_id, props
     assert props.get("node.id") == "1", props
+
+
+def read_as_group(kind: str, bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
+    """Subscribes with the client's default group settings, reads `count` records, commits them."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + GROUP_WAIT_S
+    if kind == "confluent":
+        c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "logger": RDKAFKA_LOG})
+        c.subscribe([topic])
+        while len(got) < count and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        c.commit(asynchronous=False)
+        committed = c.committed([ck.TopicPartition(topic, p) for p in range(3)], timeout=10)
+        c.close()
+        total = sum(max(tp.offset, 0) for tp in committed)
+    else:
+        c = kp.KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+        while len(got) < count and time.monotonic() < deadline:
+            for msgs in c.poll(timeout_ms=500).values():
+                got.extend(m.value for m in msgs)
+        c.commit()
+        total = sum(c.committed(kp.TopicPartition(topic, p)) or 0 for p in range(3))
+        c.close()
+    assert total == count, f"{kind}: committed offsets add up to {total}, read {len(got)} of {count}"
+    return got
+
+
+def test_client_defaults_against_keel_dev(start_broker):
+    """Issue 9's "done when": against `keel dev` (three brokers, RF 3, min ISR 2, a replicated
+    `__consumer_offsets`), librdkafka and kafka-python produce idempotently and read back as
+    consumer groups with their default group settings (subscribe, automatic assignment,
+    commits); each group's committed offsets cover every record. The Java client does the same
+    in test_java_client.py."""
+    b = start_broker("dev-clients", mode="dev")
+    topic = unique_topic("dev-defaults")
+    admin = confluent_admin(b.bootstrap)
+    new = NewTopic(topic, num_partitions=3, replication_factor=-1)  # keel dev's default: 3
+    admin.create_topics([new])[topic].result(timeout=30)
+    wait_for_leaders(admin, topic, 3)
+    values = []
+    producer = ck.Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "logger": RDKAFKA_LOG})
+    for n in range(300):
+        producer.produce(topic, key=str(n % 7).encode(), value=f"rdkafka-{n}".encode())
+        values.append(f"rdkafka-{n}".encode())
+    assert producer.flush(30) == 0
+    kp_producer = kp.KafkaProducer(bootstrap_servers=b.bootstrap, enable_idempotence=True, acks="all")
+    for n in range(300):
+        kp_producer.send(topic, key=str(n % 7).encode(), value=f"kafka-python-{n}".encode())
+        values.append(f"kafka-python-{n}".encode())
+    kp_producer.flush(30)
+    kp_producer.close()
+    for kind in ("confluent", "kafka-python"):
+        got = read_as_group(kind, b.bootstrap, topic, unique_topic(f"dev-{kind}"), len(values))
+        assert sorted(got) == sorted(values), f"{kind}: {len(got)} records, {len(set(got))} distinct"

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from clients import (CONFLUENT_COMMON, confluent_produce, confluent_watermarks, create_topic, make_records,
                      unique_topic)
+import kafka_wire as kw
 from keel_broker import keel_bin, launch, retire
 
 NO_DELAY = {"group.initial.rebalance.delay.ms": "0"}
@@ -334,3 +335,67 @@ def test_only_an_uncommitted_crash_brings_records_back(groups_broker, tmp_path):
     again = sorted(set(survivor.values()) & (set(committed) | set(uncommitted)))
     assert again == sorted(uncommitted), f"read again: {again}; uncommitted: {sorted(uncommitted)}"
     assert sorted(survivor.values()) == sorted(set(range(100)) - set(committed)), "each once, none skipped"
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _compact_string(s: str | None) -> bytes:
+    if s is None:
+        return _uvarint(0)
+    raw = s.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def offset_commit_v8(conn, group: str, topic: str, partition: int, offset: int) -> int:
+    """OffsetCommit v8 (a flexible version: compact strings, so a group id may exceed 32,767
+    bytes) outside any generation; returns the partition's error code."""
+    body = (_compact_string(group) + kw.Writer().int32(-1).getvalue() + _compact_string("")
+            + _compact_string(None) + _uvarint(2) + _compact_string(topic) + _uvarint(2)
+            + kw.Writer().int32(partition).int64(offset).int32(-1).getvalue() + _compact_string(None)
+            + b"\0" + b"\0" + b"\0")
+    correlation_id = conn.next_correlation_id
+    conn.next_correlation_id += 1
+    header = kw.Writer().int16(8).int16(8).int32(correlation_id).string("keel-tests").getvalue() + b"\0"
+    conn.send(kw.frame(header + body))
+    r = kw.Reader(conn.recv_frame())
+    assert r.int32() == correlation_id
+    assert r.int8() == 0  # response header tagged fields
+    r.int32()  # throttle
+    assert r.int8() == 2 and r.int8() == len(topic) + 1
+    r._take(len(topic))
+    assert r.int8() == 2
+    assert r.int32() == partition
+    return r.int16()
+
+
+def test_group_ids_too_long_for_a_record_are_refused(groups_broker):
+    """A group id is stored with an i16 length in __consumer_offsets: one over 32,767 bytes
+    (possible with flexible versions' compact strings) is INVALID_GROUP_ID (24), and nothing is
+    written; the longest allowed id commits."""
+    topic = unique_topic("long-group")
+    create_topic(groups_broker.bootstrap, topic, 1)
+    # A FindCoordinator (here librdkafka's) creates __consumer_offsets if no test did yet.
+    c = ck.Consumer({"bootstrap.servers": groups_broker.bootstrap, "group.id": "short",
+                     "logger": CONFLUENT_COMMON["logger"]})
+    c.committed([ck.TopicPartition(topic, 0)], timeout=WAIT_S)
+    c.close()
+    with kw.RawConnection.to(groups_broker.bootstrap) as conn:
+        assert offset_commit_v8(conn, "g" * 40_000, topic, 0, 5) == 24
+        deadline = time.monotonic() + WAIT_S
+        while (error := offset_commit_v8(conn, "g" * 32_767, topic, 0, 5)) in (14, 15) \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)  # the group's partition is still getting its leader or loading
+        assert error == 0
+    c = ck.Consumer({"bootstrap.servers": groups_broker.bootstrap, "group.id": "g" * 32_767,
+                     "logger": CONFLUENT_COMMON["logger"]})
+    try:
+        assert c.committed([ck.TopicPartition(topic, 0)], timeout=WAIT_S)[0].offset == 5
+    finally:
+        c.close()

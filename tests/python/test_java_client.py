@@ -50,15 +50,17 @@ def build_check() -> tuple[Path, str]:
     return classes, classpath
 
 
-def test_java_client_round_trip(broker):
-    """The Java client creates, describes and reconfigures a topic, produces 10,000 records over
+def test_java_client_round_trip(start_broker):
+    """Against `keel dev` (three brokers; `__consumer_offsets` with RF 3 and min ISR 2), the Java
+    client creates, describes and reconfigures a topic, produces 10,000 records over
     five compressions with acks=all and its default (idempotent) settings, consumes them back
     identical, in order, offsets from 0, then reads them once more as a consumer group and finds
     its committed offsets from a new consumer."""
     classes, classpath = build_check()
+    broker = start_broker("java-dev", mode="dev")
     run = subprocess.run(
         ["java", "-cp", f"{classes}:{classpath}", "KeelJavaClientCheck", broker.bootstrap,
-         str(RECORDS_PER_COMPRESSION)],
+         str(RECORDS_PER_COMPRESSION), "3"],
         capture_output=True, text=True, timeout=240,
     )
     assert run.returncode == 0 and "JAVA-CLIENT-OK" in run.stdout, (

@@ -184,6 +184,12 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     /// `group.max.size`; default 2147483647.
     pub group_max_size: i32,
+    /// `offsets.retention.minutes`: committed offsets of a group that has been empty this long
+    /// (of a group that never had members: this long after each commit) are deleted; default
+    /// 10080 (7 days).
+    pub offsets_retention_minutes: u64,
+    /// `offsets.retention.check.interval.ms`; default 600000.
+    pub offsets_retention_check_interval_ms: u64,
     /// `log.flush.scheduler.interval.ms`; default: effectively never (Kafka: Long.MAX).
     pub log_flush_scheduler_interval_ms: u64,
     /// `log.flush.offset.checkpoint.interval.ms`; default 60000.
@@ -263,6 +269,8 @@ const BROKER_KEYS: &[&str] = &[
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "group.max.size",
+    "offsets.retention.minutes",
+    "offsets.retention.check.interval.ms",
     "log.flush.scheduler.interval.ms",
     "log.flush.offset.checkpoint.interval.ms",
     "replica.high.watermark.checkpoint.interval.ms",
@@ -462,6 +470,12 @@ impl BrokerConfig {
                 })?,
             group_max_size: get("group.max.size")
                 .map_or(Ok(i32::MAX), |v| parse_value("group.max.size", v))?,
+            offsets_retention_minutes: num("offsets.retention.minutes", 10_080)?.max(1),
+            offsets_retention_check_interval_ms: num(
+                "offsets.retention.check.interval.ms",
+                600_000,
+            )?
+            .max(1),
             log_flush_scheduler_interval_ms: num("log.flush.scheduler.interval.ms", u64::MAX)?,
             log_flush_offset_checkpoint_interval_ms: num(
                 "log.flush.offset.checkpoint.interval.ms",

@@ -884,11 +884,28 @@ fn spawn_background(
             }
         }),
     ];
+    tasks.push(offsets_expiry(broker.clone(), stop.clone()));
     if broker.config.log_cleaner_enable {
         let backoff_ms = broker.config.log_cleaner_backoff_ms.max(1);
         tasks.push(periodic(broker, stop, backoff_ms, |b| b.compact_logs()));
     }
     tasks
+}
+
+/// `offsets.retention.minutes`, checked every `offsets.retention.check.interval.ms`.
+fn offsets_expiry(broker: Arc<Broker>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    let period_ms = broker.config.offsets_retention_check_interval_ms;
+    let retention_ms = i64::try_from(
+        broker
+            .config
+            .offsets_retention_minutes
+            .saturating_mul(60_000),
+    )
+    .unwrap_or(i64::MAX);
+    every(stop, period_ms, move || {
+        let broker = broker.clone();
+        async move { broker.expire_group_offsets(retention_ms).await }
+    })
 }
 
 /// How often the group coordinator's timers run (sessions, rebalance deadlines).
@@ -925,6 +942,24 @@ fn periodic(
     period_ms: u64,
     work: fn(&Broker),
 ) -> tokio::task::JoinHandle<()> {
+    every(stop, period_ms, move || {
+        let broker = broker.clone();
+        async move {
+            let _ = run_blocking(move || work(&broker)).await;
+        }
+    })
+}
+
+/// Runs `work` every `period_ms` (the first time one period after the start) until `stop`.
+fn every<F, Fut>(
+    stop: CancellationToken,
+    period_ms: u64,
+    mut work: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(Duration::from_millis(period_ms));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -933,10 +968,7 @@ fn periodic(
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break,
-                _ = ticker.tick() => {
-                    let broker = broker.clone();
-                    let _ = run_blocking(move || work(&broker)).await;
-                }
+                _ = ticker.tick() => work().await,
             }
         }
     })

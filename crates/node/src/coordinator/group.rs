@@ -983,6 +983,33 @@ impl Group {
         }
     }
 
+    /// `offsets.retention.minutes` (Kafka's rule, KIP-211): the committed offsets that expired,
+    /// each with the commit time it had. Only an `Empty` group loses offsets: a consumer group
+    /// (one that had members) all of them once it has been empty for `retention_ms`; a group
+    /// only ever committed to (`assign()` consumers, admin tools) each one `retention_ms` after
+    /// its commit. Offsets of groups with members never expire here (Kafka's KIP-496 expiry of
+    /// unsubscribed topics is not done).
+    pub fn expired_offsets(&self, now_ms: i64, retention_ms: i64) -> Vec<((String, i32), i64)> {
+        if self.state != GroupState::Empty {
+            return Vec::new();
+        }
+        let emptied_long_ago = now_ms.saturating_sub(self.state_timestamp_ms) >= retention_ms;
+        self.offsets
+            .iter()
+            .filter(|(_, v)| match self.protocol_type {
+                Some(_) => emptied_long_ago,
+                None => now_ms.saturating_sub(v.commit_timestamp) >= retention_ms,
+            })
+            .map(|(k, v)| (k.clone(), v.commit_timestamp))
+            .collect()
+    }
+
+    /// Whether the group is `Empty` with no join under way (no member id handed out and not
+    /// yet used): once it has no offsets either, offset expiry deletes it.
+    pub fn is_idle(&self) -> bool {
+        self.state == GroupState::Empty && self.pending.is_empty()
+    }
+
     /// DeleteGroups: the group becomes `Dead` (only an empty group may be deleted).
     pub fn mark_dead(&mut self, now_ms: i64) {
         self.set_state(GroupState::Dead, now_ms);

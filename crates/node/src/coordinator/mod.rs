@@ -96,6 +96,10 @@ impl Broker {
     /// this broker must lead (`NOT_COORDINATOR` otherwise; `COORDINATOR_NOT_AVAILABLE` while the
     /// topic does not exist).
     pub fn group_scope(&self, group: &str) -> Result<Scope, ResponseError> {
+        // The group id is a length-prefixed (i16) string in every record of the group.
+        if group.is_empty() || group.len() > records::MAX_STRING_BYTES {
+            return Err(ResponseError::InvalidGroupId);
+        }
         let topic = self
             .topic(OFFSETS_TOPIC)
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
@@ -221,6 +225,88 @@ impl Broker {
             }
         }
         writes
+    }
+
+    /// `offsets.retention.minutes`: deletes the expired offsets of the groups this broker
+    /// coordinates ([`Group::expired_offsets`]) with tombstones written at acks=all, and an empty
+    /// group left without offsets too (its metadata tombstone), as Kafka does. If the group got
+    /// a member or a commit while the tombstones were being written, its metadata is written
+    /// again after them.
+    pub async fn expire_group_offsets(&self, retention_ms: i64) {
+        let now_ms = self.clock.now_ms();
+        type Expiry = (String, Vec<((String, i32), i64)>, bool);
+        let plans: Vec<Expiry> = {
+            let loaded = self.coordinator.lock();
+            loaded
+                .values()
+                .flat_map(|part| part.groups.iter())
+                .filter_map(|(id, g)| {
+                    let expired = g.expired_offsets(now_ms, retention_ms);
+                    let delete_group = g.is_idle() && expired.len() == g.offsets.len();
+                    (!expired.is_empty() || delete_group)
+                        .then(|| (id.clone(), expired, delete_group))
+                })
+                .collect()
+        };
+        for (group_id, expired, delete_group) in plans {
+            let Ok(scope) = self.group_scope(&group_id) else {
+                continue;
+            };
+            let mut records: Vec<(RecordKey, Option<Vec<u8>>)> = expired
+                .iter()
+                .map(|((topic, partition), _)| {
+                    let key = RecordKey::Offset {
+                        group: group_id.clone(),
+                        topic: topic.clone(),
+                        partition: *partition,
+                    };
+                    (key, None)
+                })
+                .collect();
+            if delete_group {
+                let key = RecordKey::Group {
+                    group: group_id.clone(),
+                };
+                records.push((key, None));
+            }
+            if let Err(e) = self.write_group_records(&scope, records).await {
+                warn!(group = %group_id, error = ?e, "cannot delete expired offsets");
+                continue;
+            }
+            let rewrite = self.with_groups(&group_id, |groups, now_ms| {
+                let g = groups.get_mut(&group_id)?;
+                for (key, commit_timestamp) in &expired {
+                    if g.offsets
+                        .get(key)
+                        .is_some_and(|v| v.commit_timestamp == *commit_timestamp)
+                    {
+                        g.offsets.remove(key);
+                    }
+                }
+                if !delete_group {
+                    return None;
+                }
+                if g.is_idle() && g.offsets.is_empty() {
+                    let mut gone = groups.remove(&group_id)?;
+                    gone.mark_dead(now_ms);
+                    return None;
+                }
+                Some(encode_group(&g.to_value()))
+            });
+            if let Ok((scope, Some(value))) = rewrite {
+                let record = (
+                    RecordKey::Group {
+                        group: group_id.clone(),
+                    },
+                    Some(value),
+                );
+                if let Err(e) = self.write_group_records(&scope, vec![record]).await {
+                    warn!(group = %group_id, error = ?e, "cannot write the group again");
+                }
+            }
+            info!(group = %group_id, offsets = expired.len(), group_deleted = delete_group,
+                "expired committed offsets (offsets.retention.minutes)");
+        }
     }
 
     /// Every group this broker coordinates now (ListGroups), with its state and protocol type.

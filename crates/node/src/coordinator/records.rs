@@ -67,6 +67,10 @@ pub struct GroupValue {
     pub members: Vec<StoredMember>,
 }
 
+/// The longest string a record can hold: strings carry an i16 length. Ids longer than this
+/// (possible in flexible request versions) are refused before anything is written.
+pub const MAX_STRING_BYTES: usize = i16::MAX as usize;
+
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
 const OFFSET_VALUE_VERSION: i16 = 3;
@@ -219,7 +223,8 @@ impl Writer {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
     fn string(&mut self, s: &str) {
-        self.i16(s.len() as i16);
+        let len = i16::try_from(s.len()).expect("handlers refuse strings over MAX_STRING_BYTES");
+        self.i16(len);
         self.0.extend_from_slice(s.as_bytes());
     }
     fn nullable_string(&mut self, s: Option<&str>) {

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::coordinator::group::{Group, GroupState, JoinAnswer, JoinArgs, SyncAnswer};
-use crate::coordinator::records::RecordKey;
+use crate::coordinator::records::{RecordKey, MAX_STRING_BYTES};
 
 /// Who sent a request: the header's client id and the connection's peer.
 pub struct Caller<'a> {
@@ -93,8 +93,15 @@ pub async fn join(
 ) -> JoinGroupResponse {
     let group_id = req.group_id.to_string();
     let error = |e: ResponseError| join_response(JoinAnswer::error(e, &req.member_id), version);
-    if group_id.is_empty() {
+    if group_id.is_empty() || group_id.len() > MAX_STRING_BYTES {
         return error(ResponseError::InvalidGroupId);
+    }
+    let too_long = |s: &str| s.len() > MAX_STRING_BYTES;
+    if req.group_instance_id.as_deref().is_some_and(too_long)
+        || too_long(&req.protocol_type)
+        || req.protocols.iter().any(|p| too_long(&p.name))
+    {
+        return error(ResponseError::InvalidRequest);
     }
     let args = JoinArgs {
         member_id: req.member_id.to_string(),

@@ -31,7 +31,10 @@ use crate::coordinator::records::{encode_offset, OffsetValue, RecordKey};
 /// OffsetCommit.
 pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCommitResponse {
     let group_id = req.group_id.to_string();
-    let max_metadata = broker.config.offset_metadata_max_bytes;
+    let max_metadata = broker
+        .config
+        .offset_metadata_max_bytes
+        .min(crate::coordinator::records::MAX_STRING_BYTES);
     // Per partition: the value to write, or the error it gets.
     let mut planned: Vec<(String, i32, Result<OffsetValue, ResponseError>)> = Vec::new();
     let now_ms = broker.clock.now_ms();

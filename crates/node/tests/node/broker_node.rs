@@ -30,13 +30,19 @@ use keel_wire::kafka_protocol::messages::create_topics_request::{
 use keel_wire::kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use keel_wire::kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use keel_wire::kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use keel_wire::kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use keel_wire::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use keel_wire::kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    FetchRequest, FetchResponse, MetadataRequest, MetadataResponse, ProduceRequest,
-    ProduceResponse, TopicName,
+    FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    ListGroupsRequest, ListGroupsResponse, MetadataRequest, MetadataResponse, OffsetCommitRequest,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, ProduceRequest, ProduceResponse,
+    TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use tokio_util::sync::CancellationToken;
@@ -101,6 +107,10 @@ impl Machine {
     }
 
     async fn start_with(&self, extra: &[(&str, &str)]) -> Node {
+        self.start_with_clock(extra, Arc::new(SystemClock)).await
+    }
+
+    async fn start_with_clock(&self, extra: &[(&str, &str)], clock: Arc<dyn Clock>) -> Node {
         if let Ok(filter) = std::env::var("KEEL_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
@@ -118,7 +128,7 @@ impl Machine {
         let task = rt.spawn(runtime::run(
             config(NODE, extra),
             self.dyn_storage(),
-            Arc::new(SystemClock),
+            clock,
             network,
             shutdown.clone(),
             move |ready| {
@@ -1173,4 +1183,141 @@ fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
         0,
         "the new topic's log starts empty"
     );
+}
+
+/// The system clock moved by a shift a test sets: lets a test jump days ahead.
+#[derive(Debug, Default)]
+struct ShiftedClock {
+    shift_ms: std::sync::atomic::AtomicI64,
+}
+
+impl Clock for ShiftedClock {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + self.shift_ms.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn new_uuid(&self) -> Uuid {
+        SystemClock.new_uuid()
+    }
+}
+
+impl Client {
+    /// FindCoordinator v4 for `group`, retried until the coordinator is available (the first call
+    /// creates `__consumer_offsets`); returns the error code of the last answer.
+    async fn find_coordinator(&mut self, group: &str) -> i16 {
+        let deadline = Instant::now() + RETRY_FOR;
+        loop {
+            let request = FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
+            let response: FindCoordinatorResponse = self
+                .conn
+                .call_version(ApiKey::FindCoordinator, 4, &request)
+                .await
+                .unwrap();
+            let error = response.coordinators[0].error_code;
+            if error == 0 || Instant::now() >= deadline {
+                return error;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// OffsetCommit v8 outside any generation (an `assign()` consumer's commit).
+    async fn commit(&mut self, group: &str, topic: &str, partition: i32, offset: i64) -> i16 {
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(partition)
+                    .with_committed_offset(offset)])]);
+        let response: OffsetCommitResponse = self
+            .conn
+            .call_version(ApiKey::OffsetCommit, 8, &request)
+            .await
+            .unwrap();
+        response.topics[0].partitions[0].error_code
+    }
+
+    /// The committed offset of `group` for the partition (-1: none), by OffsetFetch v7.
+    async fn committed(&mut self, group: &str, topic: &str, partition: i32) -> i64 {
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+                .with_name(name(topic))
+                .with_partition_indexes(vec![partition])]));
+        let response: OffsetFetchResponse = self
+            .conn
+            .call_version(ApiKey::OffsetFetch, 7, &request)
+            .await
+            .unwrap();
+        assert_eq!(response.error_code, 0, "offset fetch of {group}");
+        let p = &response.topics[0].partitions[0];
+        assert_eq!(
+            p.error_code, 0,
+            "offset fetch of {group} {topic}-{partition}"
+        );
+        p.committed_offset
+    }
+
+    async fn group_ids(&mut self) -> Vec<String> {
+        let response: ListGroupsResponse = self
+            .conn
+            .call_version(ApiKey::ListGroups, 4, &ListGroupsRequest::default())
+            .await
+            .unwrap();
+        response
+            .groups
+            .iter()
+            .map(|g| g.group_id.to_string())
+            .collect()
+    }
+}
+
+// Shows: offsets.retention.minutes deletes a group's committed offsets once they expired
+// (Kafka's rule for a group that only committed: retention after the commit) with tombstones in
+// __consumer_offsets, and deletes the group left without offsets: after a kill -9 and restart
+// the coordinator, loading the log again, still knows neither. A fresher commit of another
+// group is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_offsets_are_deleted_for_good() {
+    let machine = Machine::formatted();
+    let clock = Arc::new(ShiftedClock::default());
+    let extra = [
+        ("offsets.retention.minutes", "1"),
+        ("offsets.retention.check.interval.ms", "100"),
+        // One partition: both groups' state loads at the first lookup after the restart.
+        ("offsets.topic.num.partitions", "1"),
+    ];
+    let node = machine.start_with_clock(&extra, clock.clone()).await;
+    let mut client = machine.client(&node).await;
+    client.create_topic("orders", 1, &[]).await;
+    assert_eq!(client.find_coordinator("old").await, 0);
+    assert_eq!(client.commit("old", "orders", 0, 5).await, 0);
+    assert_eq!(client.committed("old", "orders", 0).await, 5);
+    clock
+        .shift_ms
+        .store(50_000, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(client.commit("new", "orders", 0, 7).await, 0);
+    clock
+        .shift_ms
+        .store(61_000, std::sync::atomic::Ordering::SeqCst);
+    let deadline = Instant::now() + RETRY_FOR;
+    while client.committed("old", "orders", 0).await != -1 {
+        assert!(Instant::now() < deadline, "the old commit never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(client.committed("new", "orders", 0).await, 7);
+    assert_eq!(client.group_ids().await, vec!["new".to_string()]);
+
+    node.kill().await;
+    let node = machine.start_with_clock(&extra, clock.clone()).await;
+    let mut client = machine.client(&node).await;
+    assert_eq!(client.find_coordinator("old").await, 0);
+    assert_eq!(client.committed("old", "orders", 0).await, -1);
+    assert_eq!(client.committed("new", "orders", 0).await, 7);
+    assert_eq!(client.group_ids().await, vec!["new".to_string()]);
+    node.stop().await;
 }

@@ -235,3 +235,48 @@ fn a_static_member_returns_with_a_new_id_without_a_rebalance() {
         Bytes::from_static(b"S")
     );
 }
+
+fn offset(commit_timestamp: i64) -> OffsetValue {
+    OffsetValue {
+        offset: 7,
+        leader_epoch: -1,
+        metadata: String::new(),
+        commit_timestamp,
+    }
+}
+
+// Shows: offsets.retention.minutes follows Kafka's KIP-211 rule: a group with members keeps its
+// offsets; once empty, a consumer group loses all of them `retention` after it became empty; a
+// group that only ever committed loses each one `retention` after its commit.
+#[test]
+fn offsets_expire_by_kafkas_rule() {
+    let retention = 1_000;
+    let mut g = Group::new("g", 0);
+    let (_a, _) = join(&mut g, &["range"], 0, "a");
+    g.offsets.insert(("t".into(), 0), offset(0));
+    assert!(
+        g.expired_offsets(10_000, retention).is_empty(),
+        "a member is in the group"
+    );
+    assert!(!g.is_idle());
+    let (_, _) = g.leave(&[("a".into(), None)], 5_000, &NO_DELAY);
+    assert_eq!(g.state(), GroupState::Empty);
+    assert!(
+        g.expired_offsets(5_999, retention).is_empty(),
+        "emptied at 5000"
+    );
+    assert_eq!(
+        g.expired_offsets(6_000, retention),
+        vec![(("t".to_string(), 0), 0)]
+    );
+    assert!(g.is_idle());
+
+    let mut standalone = Group::new("s", 0);
+    standalone.offsets.insert(("t".into(), 0), offset(100));
+    standalone.offsets.insert(("t".into(), 1), offset(900));
+    assert_eq!(
+        standalone.expired_offsets(1_500, retention),
+        vec![(("t".to_string(), 0), 100)]
+    );
+    assert_eq!(standalone.expired_offsets(1_900, retention).len(), 2);
+}
