@@ -68,6 +68,7 @@ impl Broker {
                 Err(_) => continue,
             };
             let Some(plan) = plan else { continue };
+            let started_ms = self.clock.now_ms();
             let output = match plan.run(&KafkaCodecs) {
                 Ok(output) => output,
                 Err(e) => {
@@ -90,6 +91,8 @@ impl Broker {
                     records_removed = stats.records_removed,
                     tombstones_removed = stats.tombstones_removed,
                     cleaner_offset = %stats.cleaner_offset,
+                    keys = stats.keys,
+                    elapsed_ms = self.clock.now_ms() - started_ms,
                     "compacted log"
                 ),
                 Err(e) => warn!(partition = %partition.tp, error = %e, "log cleaning failed"),
