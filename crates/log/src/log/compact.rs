@@ -47,7 +47,7 @@ use crate::batch::{
     LOG_OVERHEAD, RECORDS_COUNT_POS,
 };
 use crate::error::LogError;
-use crate::segment::{segment_file_name, Segment, LOG_FILE_SUFFIX};
+use crate::segment::{segment_file_name, Check, Segment, LOG_FILE_SUFFIX};
 use crate::storage::{read_file_if_exists, write_file_atomically, OpenMode, Storage};
 use crate::types::Offset;
 
@@ -124,6 +124,10 @@ pub struct CompactionPlan {
     now_ms: i64,
     delete_retention_ms: i64,
     map_budget_bytes: usize,
+    /// Per idempotent producer the log knows, the last offset of its newest batch: that batch
+    /// stays (possibly emptied) so the producer's state is rebuilt right on reload.
+    producer_last_offsets: HashMap<i64, Offset>,
+    generation: u64,
 }
 
 /// Step 2's output, for [`Log::finish_compaction`].
@@ -135,6 +139,7 @@ pub struct CompactionOutput {
     cleaned: Vec<(Offset, PathBuf)>,
     end_dirty: Offset,
     stats: CompactionStats,
+    generation: u64,
 }
 
 impl Log {
@@ -195,7 +200,20 @@ impl Log {
             });
         }
         let end = segments.last()?.next_offset;
-        let first_dirty = self.cleaner_offset.max(segments[0].base).min(end);
+        // The segment holding the cleaner offset is dirty as a whole (a checkpoint inside a
+        // segment comes from a truncation or a crash).
+        let first_dirty = segments
+            .iter()
+            .rev()
+            .find(|s| s.base <= self.cleaner_offset)
+            .map_or(segments[0].base, |s| {
+                if s.next_offset <= self.cleaner_offset {
+                    s.next_offset
+                } else {
+                    s.base
+                }
+            })
+            .min(end);
         // Only a passed delete horizon makes a log whose dirty part is above the high watermark
         // (or missing) worth a pass.
         let horizon_passed = self.delete_horizon_ms.is_some_and(|h| now_ms >= h);
@@ -230,6 +248,13 @@ impl Log {
             now_ms,
             delete_retention_ms: self.config.delete_retention_ms,
             map_budget_bytes,
+            producer_last_offsets: self
+                .producers
+                .producers()
+                .iter()
+                .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.last_offset)))
+                .collect(),
+            generation: self.generation,
         })
     }
 
@@ -241,13 +266,14 @@ impl Log {
         now_ms: i64,
     ) -> Result<CompactionStats, LogError> {
         let mut stats = output.stats;
-        let unchanged = output.segments.iter().all(|p| {
-            self.segments.get(&p.base).is_some_and(|s| {
-                s.size_bytes() == p.size_bytes
-                    && s.next_offset() == p.next_offset
-                    && s.base_offset() != self.active().base_offset()
-            })
-        });
+        let unchanged = output.generation == self.generation
+            && output.segments.iter().all(|p| {
+                self.segments.get(&p.base).is_some_and(|s| {
+                    s.size_bytes() == p.size_bytes
+                        && s.next_offset() == p.next_offset
+                        && s.base_offset() != self.active().base_offset()
+                })
+            });
         if !unchanged {
             for (_, path) in &output.cleaned {
                 remove_if_exists(self.storage.as_ref(), path)
@@ -292,7 +318,7 @@ impl Log {
             let mut segment = Segment::open(self.storage.as_ref(), &self.dir, base, &self.config)
                 .map_err(self.io_error("reopen segment"))?;
             segment
-                .recover(now_ms, true)
+                .recover(now_ms, true, Check::Full)
                 .map_err(self.io_error("reopen segment"))?;
             self.segments.insert(base, segment);
         }
@@ -320,7 +346,7 @@ impl Log {
         let mut segment = Segment::open(self.storage.as_ref(), &self.dir, base, &self.config)
             .map_err(self.io_error("open cleaned segment"))?;
         let found = segment
-            .recover(now_ms, true)
+            .recover(now_ms, true, Check::HeaderOnly)
             .map_err(self.io_error("index cleaned segment"))?;
         if found.error.is_some() || found.bytes_truncated > 0 || segment.next_offset() != old_next {
             return Err(LogError::CorruptFile {
@@ -414,12 +440,10 @@ fn remove_if_exists(storage: &dyn Storage, path: &Path) -> io::Result<()> {
     }
 }
 
-/// The key → latest offset map and, per idempotent producer, the base offset of its last batch
-/// in the dirty segments.
+/// The key → latest offset map of the dirty segments.
 #[derive(Default)]
 struct OffsetMap {
     latest: HashMap<Vec<u8>, Offset>,
-    producer_last_batch: HashMap<i64, Offset>,
     /// Estimated heap bytes.
     bytes: usize,
 }
@@ -454,6 +478,7 @@ impl CompactionPlan {
         let mut cleaned = Vec::new();
         let filter = Filter {
             map: &map,
+            producer_last_offsets: &self.producer_last_offsets,
             now_ms: self.now_ms,
             new_horizon_ms: self.now_ms.saturating_add(self.delete_retention_ms),
             codecs,
@@ -480,6 +505,7 @@ impl CompactionPlan {
             cleaned,
             end_dirty,
             stats,
+            generation: self.generation,
         })
     }
 
@@ -532,50 +558,78 @@ impl CompactionPlan {
         Ok(())
     }
 
-    /// Writes the cleaned copy of one segment; `None` if nothing in it changes.
+    /// Writes the cleaned copy of one segment, in chunks of [`WRITE_CHUNK_BYTES`], fsynced;
+    /// `None` if nothing in it changes. Every rebuilt batch is validated (CRC included) before
+    /// it is written, so a `.cleaned` file holds only valid batches.
     fn clean_segment(
         &self,
         planned: &PlannedSegment,
         filter: &Filter<'_>,
         stats: &mut CompactionStats,
     ) -> Result<Option<(PathBuf, u64)>, LogError> {
-        let mut out = Vec::new();
+        let mut name = segment_file_name(planned.base, LOG_FILE_SUFFIX);
+        name.push_str(CLEANED_FILE_SUFFIX);
+        let path = self.dir.join(name);
+        let io_error = || LogError::io("write cleaned segment", path.clone());
+        let mut pending = Vec::new();
+        let mut file: Option<Box<dyn crate::storage::StorageFile>> = None;
+        let mut written = 0u64;
         let mut changed = false;
         self.for_each_batch(planned, |bytes, header, last| {
             match filter.batch(bytes, header, last, stats) {
-                Fate::Keep => out.extend_from_slice(bytes),
+                Fate::Keep => pending.extend_from_slice(bytes),
                 Fate::Drop => changed = true,
                 Fate::Rewrite(new) => {
-                    out.extend_from_slice(&new);
+                    parse_batch_at(&new, 0).map_err(|e| LogError::CorruptFile {
+                        path: path.clone(),
+                        reason: format!("a rebuilt batch does not validate: {e}"),
+                    })?;
+                    pending.extend_from_slice(&new);
                     changed = true;
                 }
+            }
+            if changed && pending.len() >= WRITE_CHUNK_BYTES {
+                if file.is_none() {
+                    let mut f = self
+                        .storage
+                        .open_file(&path, OpenMode::CreateOrOpen)
+                        .map_err(io_error())?;
+                    f.truncate(0).map_err(io_error())?;
+                    file = Some(f);
+                }
+                let f = file.as_mut().expect("opened above");
+                f.append(&pending).map_err(io_error())?;
+                written += pending.len() as u64;
+                pending.clear();
             }
             Ok(())
         })?;
         if !changed {
             return Ok(None);
         }
-        let mut name = segment_file_name(planned.base, LOG_FILE_SUFFIX);
-        name.push_str(CLEANED_FILE_SUFFIX);
-        let path = self.dir.join(name);
-        let io_error = || LogError::io("write cleaned segment", path.clone());
-        let mut file = self
-            .storage
-            .open_file(&path, OpenMode::CreateOrOpen)
-            .map_err(io_error())?;
-        file.truncate(0).map_err(io_error())?;
-        file.append(&out).map_err(io_error())?;
+        let mut file = match file {
+            Some(f) => f,
+            None => {
+                let mut f = self
+                    .storage
+                    .open_file(&path, OpenMode::CreateOrOpen)
+                    .map_err(io_error())?;
+                f.truncate(0).map_err(io_error())?;
+                f
+            }
+        };
+        file.append(&pending).map_err(io_error())?;
+        written += pending.len() as u64;
         file.sync().map_err(io_error())?;
-        Ok(Some((path, out.len() as u64)))
+        Ok(Some((path, written)))
     }
 }
 
+/// How much of a cleaned segment is buffered before it is written.
+const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
 impl OffsetMap {
     fn add_batch(&mut self, bytes: &[u8], header: &BatchHeader, codecs: &dyn RecordCodecs) {
-        if header.producer_id >= 0 {
-            self.producer_last_batch
-                .insert(header.producer_id, header.base_offset);
-        }
         if header.is_control() {
             return;
         }
@@ -621,6 +675,7 @@ enum Fate {
 
 struct Filter<'a> {
     map: &'a OffsetMap,
+    producer_last_offsets: &'a HashMap<i64, Offset>,
     now_ms: i64,
     new_horizon_ms: i64,
     codecs: &'a dyn RecordCodecs,
@@ -684,11 +739,8 @@ impl Filter<'_> {
         }
         if kept.is_empty() {
             let producer_last = header.producer_id >= 0
-                && self
-                    .map
-                    .producer_last_batch
-                    .get(&header.producer_id)
-                    .is_none_or(|&base| base == header.base_offset);
+                && self.producer_last_offsets.get(&header.producer_id)
+                    == Some(&header.last_offset());
             if !last_in_segment && !producer_last {
                 return Fate::Drop;
             }

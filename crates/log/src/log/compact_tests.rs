@@ -440,3 +440,185 @@ proptest! {
         }
     }
 }
+
+// Shows: a pass whose log was truncated between planning and the swap changes nothing (its
+// cleaned files are removed), even if the log grows back to the same segment sizes.
+#[test]
+fn a_pass_planned_before_a_truncation_is_dropped() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    for round in 0..30 {
+        put(&mut log, &[(&format!("k{}", round % 3), Some("v"))], 0);
+    }
+    log.roll().unwrap();
+    let before = read_entries(&log);
+    let output = log
+        .plan_compaction(10, Offset(30), BUDGET)
+        .unwrap()
+        .run(&NoCodecs)
+        .unwrap();
+    log.truncate_to(Offset(29), 20).unwrap();
+    put(&mut log, &[("k2", Some("v"))], 0);
+    log.roll().unwrap();
+    let stats = log.finish_compaction(output, 30).unwrap();
+    assert!(stats.aborted);
+    assert_eq!(read_entries(&log), before);
+    let leftovers: Vec<String> = storage
+        .list_dir(Path::new(DIR))
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .filter(|n| n.ends_with(CLEANED_FILE_SUFFIX))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// A stand-in codec for tests: codec 1 stores the records section reversed; codec 2 cannot
+/// compress.
+struct Reversing;
+
+impl RecordCodecs for Reversing {
+    fn decompress(&self, _: i16, data: &[u8]) -> Result<Vec<u8>, String> {
+        Ok(data.iter().rev().copied().collect())
+    }
+
+    fn compress(&self, codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
+        match codec {
+            1 => Ok(data.iter().rev().copied().collect()),
+            _ => Err("this codec cannot compress".to_string()),
+        }
+    }
+}
+
+/// `records` as one batch "compressed" with `codec` of [`Reversing`].
+fn compressed_batch(records: &[(&str, Option<&str>)], codec: i16) -> Vec<u8> {
+    use crate::batch::{compute_crc, ATTRIBUTES_POS, CRC_POS, HEADER_SIZE, LENGTH_POS};
+    let recs: Vec<_> = records
+        .iter()
+        .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes), 0))
+        .collect();
+    let plain = build_keyed_batch(&recs);
+    let mut batch = plain[..HEADER_SIZE].to_vec();
+    batch.extend(plain[HEADER_SIZE..].iter().rev());
+    batch[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&codec.to_be_bytes());
+    let length = (batch.len() - 12) as i32;
+    batch[LENGTH_POS..LENGTH_POS + 4].copy_from_slice(&length.to_be_bytes());
+    let crc = compute_crc(&batch);
+    batch[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+    batch
+}
+
+// Shows: compressed batches are decompressed, filtered and recompressed with their codec (an
+// emptied one loses its codec bits); a batch whose codec cannot compress is kept whole.
+#[test]
+fn compressed_batches_are_recompressed_or_kept_whole() {
+    use crate::batch::COMPRESSION_CODEC_MASK;
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let append = |log: &mut Log, batch: Vec<u8>| {
+        log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
+    };
+    append(
+        &mut log,
+        compressed_batch(&[("a", Some("1")), ("b", Some("1"))], 1),
+    );
+    append(
+        &mut log,
+        compressed_batch(&[("c", Some("1")), ("d", Some("1"))], 2),
+    );
+    append(&mut log, compressed_batch(&[("a", Some("2"))], 1));
+    append(
+        &mut log,
+        compressed_batch(&[("c", Some("2")), ("e", Some("1"))], 1),
+    );
+    append(
+        &mut log,
+        compressed_batch(&[("b", Some("2")), ("z", Some("1"))], 1),
+    );
+    log.roll().unwrap();
+    log.compact(10, log.log_end_offset(), BUDGET, &Reversing)
+        .unwrap()
+        .unwrap();
+    let data = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    let mut seen = Vec::new();
+    for view in parse_batches(&data.records).unwrap() {
+        let codec = view.header.attributes & COMPRESSION_CODEC_MASK;
+        let mut plain = view.bytes[..crate::batch::HEADER_SIZE].to_vec();
+        plain.extend(view.bytes[crate::batch::HEADER_SIZE..].iter().rev());
+        plain[21..23].copy_from_slice(&0i16.to_be_bytes());
+        let crc = crate::batch::compute_crc(&plain);
+        plain[17..21].copy_from_slice(&crc.to_be_bytes());
+        let records = decode_records(&plain).expect("a valid batch once reversed");
+        let keys: Vec<String> = records
+            .iter()
+            .map(|r| String::from_utf8(r.key.clone().unwrap()).unwrap())
+            .collect();
+        seen.push((view.header.base_offset.0, codec, keys));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            // a@0 and b@1 are superseded: their emptied batch is dropped (not the segment's
+            // last); the codec-2 batch cannot be recompressed, so it stays whole.
+            (2, 2, vec!["c".to_string(), "d".to_string()]),
+            (4, 1, vec!["a".to_string()]),
+            (5, 1, vec!["c".to_string(), "e".to_string()]),
+            (7, 1, vec!["b".to_string(), "z".to_string()]),
+        ]
+    );
+}
+
+// Shows: a key map over its memory budget stops the pass at a segment boundary; later passes
+// go on from there until the whole log is clean.
+#[test]
+fn a_full_key_map_splits_the_work_into_passes() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    let mut written = Vec::new();
+    for round in 0..60 {
+        let key = format!("k{}", round % 7);
+        put(&mut log, &[(&key, Some("v"))], 0);
+        written.push((round, key.into_bytes(), Some(b"v".to_vec())));
+    }
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    let mut passes = 0;
+    while let Some(stats) = log.compact(10, end, 1, &NoCodecs).unwrap() {
+        passes += 1;
+        assert!(stats.cleaner_offset <= end);
+        check_against_model(&log, &written, false);
+        assert!(passes < 20, "no progress");
+    }
+    assert!(passes > 1, "one pass did everything");
+    assert_eq!(log.cleaner_offset(), end);
+}
+
+// Shows: the emptied batches of a producer the log no longer tracks (expired) are dropped;
+// only a tracked producer's newest batch stays empty.
+#[test]
+fn only_a_tracked_producers_newest_batch_stays_empty() {
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    for (producer, seq) in [(7, 0), (7, 1), (8, 0)] {
+        let mut batch = build_keyed_batch(&[(Some(b"k"), Some(b"v"), 0)]);
+        set_producer(&mut batch, producer, 0, seq);
+        log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
+    }
+    put(&mut log, &[("k", Some("last")), ("x", Some("1"))], 0);
+    log.roll().unwrap();
+    assert_eq!(log.remove_expired_producers(1_000_000, 1_000), 2);
+    let mut batch = build_keyed_batch(&[(Some(b"y"), Some(b"v"), 2_000_000)]);
+    set_producer(&mut batch, 8, 0, 1);
+    log.append_as_leader(&batch, LeaderEpoch(0), 2_000_000)
+        .unwrap();
+    log.compact(2_000_000, Offset(5), BUDGET, &NoCodecs)
+        .unwrap();
+    let data = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    let producers: Vec<i64> = parse_batches(&data.records)
+        .unwrap()
+        .iter()
+        .map(|v| v.header.producer_id)
+        .collect();
+    // Producers 7 and 8 expired before producer 8 wrote again: none of their old batches stay.
+    assert_eq!(producers, vec![-1, 8]);
+}

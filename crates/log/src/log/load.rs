@@ -15,7 +15,8 @@ use crate::epoch_cache::LeaderEpochCache;
 use crate::error::LogError;
 use crate::producer_state::{ProducerStates, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::segment::{
-    parse_segment_file_name, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+    parse_segment_file_name, Check, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
 };
 use crate::storage::{create_dir_all_durable, Storage, TEMP_FILE_SUFFIX};
 use crate::types::Offset;
@@ -120,6 +121,7 @@ impl Log {
             producers: ProducerStates::new(),
             cleaner_offset: Offset(0),
             delete_horizon_ms: None,
+            generation: 0,
         };
         (log.cleaner_offset, log.delete_horizon_ms) = log.read_cleaner_offset()?;
         for base in bases {
@@ -133,6 +135,8 @@ impl Log {
             log.load_segments(clean_shutdown, recovery_point, now_ms)?;
         }
         log.finish_open(log_start_offset)?;
+        // A checkpoint can outlive the data behind it (a crash losing unflushed segments).
+        log.cleaner_offset = log.cleaner_offset.min(log.log_end_offset());
         log.load_producer_state()?;
         log.sync_dir_if_needed()?;
         log.check_invariants();
@@ -197,7 +201,7 @@ impl Log {
             let allow_gaps = self.gaps_allowed();
             let segment = self.segments.get_mut(&base).expect("listed segment");
             let found = segment
-                .recover(now_ms, allow_gaps)
+                .recover(now_ms, allow_gaps, Check::Full)
                 .map_err(LogError::io("recover segment", self.dir.clone()))?;
             let report = &mut self.recovery_report;
             report.segments_recovered += 1;

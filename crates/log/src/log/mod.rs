@@ -102,6 +102,9 @@ pub struct Log {
     /// The earliest delete horizon of a tombstone the cleaner kept: once passed, the log is
     /// worth cleaning even with nothing dirty.
     delete_horizon_ms: Option<i64>,
+    /// Bumped by every truncation and segment deletion: a compaction planned before one is
+    /// dropped instead of swapping in segments of data the log no longer holds.
+    generation: u64,
 }
 
 impl Log {

@@ -139,6 +139,7 @@ impl Log {
         if count == self.segments.len() {
             self.roll()?;
         }
+        self.generation += 1;
         let bases: Vec<Offset> = self.segments.keys().take(count).copied().collect();
         for base in bases {
             let segment = self.segments.remove(&base).expect("listed segment");

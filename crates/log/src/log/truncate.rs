@@ -28,6 +28,7 @@ impl Log {
             .next_back()
             .expect("offset >= log start >= first segment base")
             .0;
+        self.generation += 1;
         let io_error = self.io_error("truncate");
         let segment = self.segments.get_mut(&base).expect("listed segment");
         let (position, header) = segment
@@ -77,6 +78,7 @@ impl Log {
                 log_end_offset: self.log_end_offset(),
             });
         }
+        self.generation += 1;
         let all = std::mem::take(&mut self.segments);
         for (_, segment) in all {
             segment
@@ -86,7 +88,11 @@ impl Log {
         self.dir_unsynced = true;
         self.producers = ProducerStates::new();
         self.delete_producer_snapshots(|_| true)?;
-        self.set_cleaner_offset(offset, None)?;
+        if self.cleaner_offset > Offset(0) {
+            // Only a log that was compacted keeps a cleaner offset (it also allows offset gaps
+            // in recovery, see `gaps_allowed`).
+            self.set_cleaner_offset(offset, None)?;
+        }
         self.create_segment(offset)?;
         self.sync_dir_if_needed()?;
         self.log_start_offset = offset;

@@ -224,7 +224,15 @@ impl Segment {
     /// Validates every batch (length, magic, CRC-32C, offsets contiguous from the base offset,
     /// or only increasing if `allow_gaps`: a compacted log has gaps), rebuilds both indexes,
     /// and truncates the file at the first bad batch.
-    pub fn recover(&mut self, now_ms: i64, allow_gaps: bool) -> io::Result<SegmentRecovery> {
+    ///
+    /// `check` is [`Check::Full`] for crash recovery; the cleaner, which validated every batch of
+    /// a cleaned file as it wrote it, re-indexes with [`Check::HeaderOnly`].
+    pub fn recover(
+        &mut self,
+        now_ms: i64,
+        allow_gaps: bool,
+        check: Check,
+    ) -> io::Result<SegmentRecovery> {
         let indexer = &mut self.indexer;
         indexer.reset()?;
         let mut batches = 0u64;
@@ -232,7 +240,7 @@ impl Segment {
             self.log_file.as_ref(),
             self.size_bytes,
             0,
-            Check::Full,
+            check,
             |position, header| {
                 // `baseOffset` is not covered by the CRC: where the log has no gaps, any jump is
                 // corruption; where compaction left gaps, only going backwards is.

@@ -9,32 +9,88 @@
 //! Compressed batches are decompressed and recompressed with their own codec through
 //! kafka-protocol's codecs ([`KafkaCodecs`]).
 
-use bytes::{Bytes, BytesMut};
+use std::io::Read;
+
+use bytes::BytesMut;
 use keel_log::RecordCodecs;
-use keel_wire::kafka_protocol::compression::{Compressor, Decompressor, Gzip, Lz4, Snappy, Zstd};
+use keel_wire::kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 use tracing::{info, warn};
 
 use super::Broker;
 
-/// Kafka's codecs (1 gzip, 2 snappy with xerial framing, 3 lz4 frame, 4 zstd) for the cleaner.
+/// The most one batch's records may take decompressed. A producer's batch to a compacted topic
+/// that decompresses to more is refused, a stored one the cleaner keeps whole: a 1 MB batch of
+/// zeros would otherwise decompress to a gigabyte (a decompression bomb).
+pub const DECOMPRESSED_BATCH_MAX: usize = 64 << 20;
+
+/// Kafka's codecs (1 gzip, 2 snappy with xerial framing, 3 lz4 frame, 4 zstd) for the cleaner and
+/// the produce path's key check: decompression streams with the [`DECOMPRESSED_BATCH_MAX`]
+/// limit; compression is kafka-protocol's, byte for byte what its producers send.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KafkaCodecs;
 
-fn take(buf: &mut Bytes) -> anyhow::Result<Vec<u8>> {
-    Ok(buf.to_vec())
+/// The xerial framing of Kafka's snappy: this header, then blocks of (u32 length, raw snappy).
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+const XERIAL_HEADER_LEN: usize = 16;
+
+fn read_bounded(reader: impl Read, limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    reader
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| e.to_string())?;
+    if out.len() > limit {
+        return Err(format!("records decompress to more than {limit} bytes"));
+    }
+    Ok(out)
+}
+
+fn snappy_block(block: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), String> {
+    let len = snap::raw::decompress_len(block).map_err(|e| e.to_string())?;
+    if out.len().saturating_add(len) > limit {
+        return Err(format!("records decompress to more than {limit} bytes"));
+    }
+    let start = out.len();
+    out.resize(start + len, 0);
+    snap::raw::Decoder::new()
+        .decompress(block, &mut out[start..])
+        .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn snappy_decompress(data: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    if !data.starts_with(XERIAL_MAGIC) || data.len() < XERIAL_HEADER_LEN {
+        // Raw snappy, as Kafka's reader also accepts.
+        snappy_block(data, &mut out, limit)?;
+        return Ok(out);
+    }
+    let mut rest = &data[XERIAL_HEADER_LEN..];
+    while !rest.is_empty() {
+        let (len, tail) = rest
+            .split_first_chunk::<4>()
+            .ok_or("a snappy block length is cut short")?;
+        let len = u32::from_be_bytes(*len) as usize;
+        let block = tail.get(..len).ok_or("a snappy block is cut short")?;
+        snappy_block(block, &mut out, limit)?;
+        rest = &tail[len..];
+    }
+    Ok(out)
 }
 
 impl RecordCodecs for KafkaCodecs {
     fn decompress(&self, codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
-        let mut input = data;
-        let result = match codec {
-            1 => Gzip::decompress(&mut input, take),
-            2 => Snappy::decompress(&mut input, take),
-            3 => Lz4::decompress(&mut input, take),
-            4 => Zstd::decompress(&mut input, take),
-            other => return Err(format!("unknown compression codec {other}")),
-        };
-        result.map_err(|e| format!("{e:#}"))
+        let limit = DECOMPRESSED_BATCH_MAX;
+        match codec {
+            1 => read_bounded(flate2::read::MultiGzDecoder::new(data), limit),
+            2 => snappy_decompress(data, limit),
+            3 => read_bounded(lz4::Decoder::new(data).map_err(|e| e.to_string())?, limit),
+            4 => read_bounded(
+                zstd::stream::read::Decoder::new(data).map_err(|e| e.to_string())?,
+                limit,
+            ),
+            other => Err(format!("unknown compression codec {other}")),
+        }
     }
 
     fn compress(&self, codec: i16, data: &[u8]) -> Result<Vec<u8>, String> {
@@ -119,5 +175,41 @@ mod tests {
         }
         assert!(KafkaCodecs.decompress(5, &data).is_err());
         assert!(KafkaCodecs.decompress(1, b"not gzip").is_err());
+    }
+
+    // Shows: kafka-protocol's own decompressors read what these codecs wrote and the other way
+    // round (the bounded readers parse the same framing), and a decompression bomb is refused
+    // by every codec instead of allocating its output.
+    #[test]
+    fn bounded_decompression_matches_kafka_protocol_and_refuses_bombs() {
+        use keel_wire::kafka_protocol::compression::Decompressor;
+        let data: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| (i % 13).to_be_bytes())
+            .collect();
+        let theirs = |codec: i16, compressed: &[u8]| -> Vec<u8> {
+            let mut input = compressed;
+            let take = |b: &mut bytes::Bytes| Ok(b.to_vec());
+            match codec {
+                1 => Gzip::decompress(&mut input, take),
+                2 => Snappy::decompress(&mut input, take),
+                3 => Lz4::decompress(&mut input, take),
+                _ => Zstd::decompress(&mut input, take),
+            }
+            .unwrap()
+        };
+        let zeros = vec![0u8; DECOMPRESSED_BATCH_MAX + 1];
+        for codec in 1..=4 {
+            let compressed = KafkaCodecs.compress(codec, &data).unwrap();
+            assert_eq!(theirs(codec, &compressed), data, "codec {codec}");
+            let bomb = KafkaCodecs.compress(codec, &zeros).unwrap();
+            assert!(
+                bomb.len() < zeros.len() / 20,
+                "codec {codec} compresses zeros"
+            );
+            let error = KafkaCodecs.decompress(codec, &bomb).unwrap_err();
+            assert!(error.contains("more than"), "codec {codec}: {error}");
+        }
+        let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+        assert_eq!(KafkaCodecs.decompress(2, &raw).unwrap(), data, "raw snappy");
     }
 }
