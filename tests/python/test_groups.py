@@ -399,3 +399,39 @@ def test_group_ids_too_long_for_a_record_are_refused(groups_broker):
         assert c.committed([ck.TopicPartition(topic, 0)], timeout=WAIT_S)[0].offset == 5
     finally:
         c.close()
+
+
+def test_deleting_a_topic_removes_its_committed_offsets(groups_broker):
+    """Kafka removes a deleted topic's committed offsets from every group: a group's offsets for
+    a deleted topic disappear (also from a coordinator that reloads them after kill -9), those
+    for another topic stay."""
+    bootstrap = groups_broker.bootstrap
+    doomed, kept, group = unique_topic("doomed"), unique_topic("kept"), unique_topic("g-doomed")
+    create_topic(bootstrap, doomed, 2)
+    create_topic(bootstrap, kept, 1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    offsets = [ck.TopicPartition(doomed, 0, 3), ck.TopicPartition(doomed, 1, 4), ck.TopicPartition(kept, 0, 5)]
+    admin.alter_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group, offsets)])[group].result()
+
+    def committed() -> dict[tuple[str, int], int]:
+        read = admin.list_consumer_group_offsets([ck.ConsumerGroupTopicPartitions(group)])[group].result()
+        return {(tp.topic, tp.partition): tp.offset for tp in read.topic_partitions}
+
+    assert committed() == {(doomed, 0): 3, (doomed, 1): 4, (kept, 0): 5}
+    admin.delete_topics([doomed], operation_timeout=30)[doomed].result()
+    deadline = time.monotonic() + WAIT_S
+    while committed() != {(kept, 0): 5}:
+        assert time.monotonic() < deadline, f"offsets after the topic's deletion: {committed()}"
+        time.sleep(0.1)
+    groups_broker.kill9()
+    groups_broker.start()
+    admin = AdminClient({"bootstrap.servers": groups_broker.bootstrap})
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        try:
+            if committed() == {(kept, 0): 5}:
+                break
+        except ck.KafkaException:
+            pass  # the coordinator is still loading
+        assert time.monotonic() < deadline, "the reloaded group does not match"
+        time.sleep(0.2)

@@ -928,6 +928,15 @@ fn coordinator_timers(broker: Arc<Broker>, stop: CancellationToken) -> tokio::ta
                             broker.persist_group(&group, &scope, persist).await;
                         });
                     }
+                    for (scope, tombstones) in broker.take_deleted_topic_offsets() {
+                        let broker = broker.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = broker.write_group_records(&scope, tombstones).await {
+                                warn!(partition = scope.index, error = ?e,
+                                    "cannot delete the offsets of deleted topics");
+                            }
+                        });
+                    }
                 }
             }
         }

@@ -150,6 +150,15 @@ impl Broker {
                     }
                 }
             }
+            let deleted: Vec<String> = old_image
+                .topics()
+                .values()
+                .filter(|t| !image.topics().contains_key(&t.id))
+                .map(|t| t.name.clone())
+                .collect();
+            if !deleted.is_empty() {
+                self.coordinator.topics_deleted(deleted);
+            }
             state.image = image;
             state.logs_loaded = true;
         }

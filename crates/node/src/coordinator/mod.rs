@@ -62,7 +62,13 @@ struct LoadedPartition {
 pub struct GroupCoordinator {
     loaded: Mutex<BTreeMap<i32, LoadedPartition>>,
     pub settings: GroupSettings,
+    /// Topics deleted by metadata images since the last timer tick: their committed offsets are
+    /// removed from the groups (Kafka's `onPartitionsDeleted`).
+    deleted_topics: Mutex<Vec<String>>,
 }
+
+/// Records for `__consumer_offsets`: each key with its value, `None` for a tombstone.
+pub type GroupRecords = Vec<(RecordKey, Option<Vec<u8>>)>;
 
 /// One group-scoped call's context: the partition it lives in.
 pub struct Scope {
@@ -75,7 +81,16 @@ impl GroupCoordinator {
         GroupCoordinator {
             loaded: Mutex::new(BTreeMap::new()),
             settings,
+            deleted_topics: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Notes topics a metadata image deleted; the next timer tick removes their offsets.
+    pub fn topics_deleted(&self, topics: impl IntoIterator<Item = String>) {
+        self.deleted_topics
+            .lock()
+            .expect("coordinator lock poisoned")
+            .extend(topics);
     }
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<i32, LoadedPartition>> {
@@ -128,7 +143,7 @@ impl Broker {
     pub async fn write_group_records(
         &self,
         scope: &Scope,
-        records: Vec<(RecordKey, Option<Vec<u8>>)>,
+        records: GroupRecords,
     ) -> Result<(), ResponseError> {
         if records.is_empty() {
             return Ok(());
@@ -252,7 +267,7 @@ impl Broker {
             let Ok(scope) = self.group_scope(&group_id) else {
                 continue;
             };
-            let mut records: Vec<(RecordKey, Option<Vec<u8>>)> = expired
+            let mut records: GroupRecords = expired
                 .iter()
                 .map(|((topic, partition), _)| {
                     let key = RecordKey::Offset {
@@ -307,6 +322,57 @@ impl Broker {
             info!(group = %group_id, offsets = expired.len(), group_deleted = delete_group,
                 "expired committed offsets (offsets.retention.minutes)");
         }
+    }
+
+    /// The committed offsets of deleted topics, removed from the groups this broker coordinates
+    /// now: per partition the tombstones to write (the timers write them with acks=all). A group
+    /// on a partition loaded later keeps them until they expire, as in Kafka.
+    pub fn take_deleted_topic_offsets(&self) -> Vec<(Scope, GroupRecords)> {
+        let deleted: Vec<String> =
+            std::mem::take(&mut *self.coordinator.deleted_topics.lock().expect("poisoned"));
+        if deleted.is_empty() {
+            return Vec::new();
+        }
+        let mut writes = Vec::new();
+        let mut loaded = self.coordinator.lock();
+        for (index, part) in loaded.iter_mut() {
+            let Some(partition) = self
+                .partition(OFFSETS_TOPIC, *index)
+                .filter(|p| p.is_leader())
+            else {
+                continue;
+            };
+            let mut tombstones = Vec::new();
+            for (group, g) in part.groups.iter_mut() {
+                let gone: Vec<(String, i32)> = g
+                    .offsets
+                    .keys()
+                    .filter(|(topic, _)| deleted.contains(topic))
+                    .cloned()
+                    .collect();
+                for (topic, p) in gone {
+                    g.offsets.remove(&(topic.clone(), p));
+                    let key = RecordKey::Offset {
+                        group: group.clone(),
+                        topic,
+                        partition: p,
+                    };
+                    tombstones.push((key, None));
+                }
+            }
+            if !tombstones.is_empty() {
+                info!(partition = index, offsets = tombstones.len(), topics = ?deleted,
+                    "removing the committed offsets of deleted topics");
+                writes.push((
+                    Scope {
+                        partition,
+                        index: *index,
+                    },
+                    tombstones,
+                ));
+            }
+        }
+        writes
     }
 
     /// Every group this broker coordinates now (ListGroups), with its state and protocol type.
