@@ -353,6 +353,16 @@ def _compact_string(s: str | None) -> bytes:
     return _uvarint(len(raw) + 1) + raw
 
 
+def _read_uvarint(r) -> int:
+    value, shift = 0, 0
+    while True:
+        byte = r.int8() & 0xFF
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value
+        shift += 7
+
+
 def offset_commit_v8(conn, group: str, topic: str, partition: int, offset: int) -> int:
     """OffsetCommit v8 (a flexible version: compact strings, so a group id may exceed 32,767
     bytes) outside any generation; returns the partition's error code."""
@@ -368,8 +378,8 @@ def offset_commit_v8(conn, group: str, topic: str, partition: int, offset: int) 
     assert r.int32() == correlation_id
     assert r.int8() == 0  # response header tagged fields
     r.int32()  # throttle
-    assert r.int8() == 2 and r.int8() == len(topic) + 1
-    r._take(len(topic))
+    assert _read_uvarint(r) == 2 and _read_uvarint(r) == len(topic.encode()) + 1
+    r._take(len(topic.encode()))
     assert r.int8() == 2
     assert r.int32() == partition
     return r.int16()
@@ -378,7 +388,8 @@ def offset_commit_v8(conn, group: str, topic: str, partition: int, offset: int) 
 def test_group_ids_too_long_for_a_record_are_refused(groups_broker):
     """A group id is stored with an i16 length in __consumer_offsets: one over 32,767 bytes
     (possible with flexible versions' compact strings) is INVALID_GROUP_ID (24), and nothing is
-    written; the longest allowed id commits."""
+    written; a topic name that long is INVALID_TOPIC_EXCEPTION (17) for its partition; the
+    longest allowed group id commits."""
     topic = unique_topic("long-group")
     create_topic(groups_broker.bootstrap, topic, 1)
     # A FindCoordinator (here librdkafka's) creates __consumer_offsets if no test did yet.
@@ -388,6 +399,8 @@ def test_group_ids_too_long_for_a_record_are_refused(groups_broker):
     c.close()
     with kw.RawConnection.to(groups_broker.bootstrap) as conn:
         assert offset_commit_v8(conn, "g" * 40_000, topic, 0, 5) == 24
+        # A topic name too long for the record key: the partition's error, not a broken broker.
+        assert offset_commit_v8(conn, "g-long-topic", "t" * 40_000, 0, 5) == 17
         deadline = time.monotonic() + WAIT_S
         while (error := offset_commit_v8(conn, "g" * 32_767, topic, 0, 5)) in (14, 15) \
                 and time.monotonic() < deadline:

@@ -45,7 +45,11 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
                 .as_deref()
                 .unwrap_or_default()
                 .to_string();
-            let value = if metadata.len() > max_metadata {
+            // The topic name is an i16-length string in the offset record's key (and no Kafka
+            // topic name is longer than 249 bytes); flexible versions can send longer ones.
+            let value = if topic.name.len() > crate::coordinator::records::MAX_STRING_BYTES {
+                Err(ResponseError::InvalidTopicException)
+            } else if metadata.len() > max_metadata {
                 Err(ResponseError::OffsetMetadataTooLarge)
             } else {
                 Ok(OffsetValue {
