@@ -452,9 +452,12 @@ class Bench:
         self.keel = keel_binary
         self.results = results
         self.client_props = CACHE / "client.properties"
-        # Keel has no idempotent producer yet (issue 9): the Java clients run with it off on
-        # both systems, so both see the same client.
-        self.client_props.write_text("enable.idempotence=false\n")
+        # The Java clients' defaults (an idempotent producer since Kafka 3.0) on both systems;
+        # `--idempotence off` compares with runs made before Keel had one (issue 9).
+        off = args.idempotence == "off"
+        self.client_props.write_text("enable.idempotence=false\n" if off else "# the clients' defaults\n")
+        results.facts["client_idempotence"] = ("Java clients with `enable.idempotence=false` on both." if off else
+                                               "Java clients with their defaults on both (an idempotent producer).")
         self.rate_for_latency: float | None = args.latency_rate
 
     # ---- helpers
@@ -541,11 +544,14 @@ class Bench:
         log(f"{system.name}: cluster serving in {started:.1f} s")
         R.add(R.row("cluster_start", "cluster start (format done)", "—", "three brokers serving", "s", False),
               system.name, started)
-        workloads = [self.throughput, self.latency, self.end_to_end,
-                     lambda s: self.memory(s, "after the produce and latency runs"),
-                     self.catch_up, self.failover, self.cold_start, lambda s: self.memory(s, "at the end")]
+        workloads = [("throughput", self.throughput), ("latency", self.latency), ("end-to-end", self.end_to_end),
+                     ("memory", lambda s: self.memory(s, "after the produce and latency runs")),
+                     ("catch-up", self.catch_up), ("failover", self.failover), ("cold-start", self.cold_start),
+                     ("memory", lambda s: self.memory(s, "at the end"))]
+        if a.only:
+            workloads = [(name, w) for name, w in workloads if name in a.only]
         try:
-            for workload in workloads:
+            for _, workload in workloads:
                 try:
                     workload(system)
                 except Exception as e:  # the other workloads still run; the report says what failed
@@ -875,7 +881,7 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
              f"- Systems: {kt} (JVM heap {args.kafka_heap}) and {et}; three combined broker+controller nodes on "
              "127.0.0.1 each, the same server.properties (replication factor 3, `min.insync.replicas=2`, "
              "no fsync per message on either), one system at a time.",
-             "- Java clients with `enable.idempotence=false` on both (Keel's idempotent producer is issue 9).",
+             f"- {results.facts.get('client_idempotence', '')}",
              f"- Every row: median of {args.repeats} runs (failover: {args.failover_repeats} of each kind) with min–max in "
              f"parentheses; 1 KiB records, 6 partitions, 2 producers, {args.records:,} records per throughput run.",
              f"- Latency runs: a fixed {results.facts.get('latency_rate', '?')} over 2 producers (half of Kafka's "
@@ -968,6 +974,9 @@ def machine() -> str:
 # --------------------------------------------------------------------------------------------
 
 
+WORKLOADS = ("throughput", "latency", "end-to-end", "memory", "catch-up", "failover", "cold-start")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", default="kafka,keel", help="comma-separated, run in this order (default kafka,keel)")
@@ -984,6 +993,11 @@ def main() -> int:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run in minutes: 1 repeat, small sizes (numbers not for publishing)")
     p.add_argument("--keep", action="store_true", help="keep the clusters' data directories")
+    p.add_argument("--idempotence", choices=["default", "off"], default="default",
+                   help="the Java producers' enable.idempotence: their default (on) or off")
+    p.add_argument("--only", metavar="LIST",
+                   help=f"comma-separated workloads to run, of {','.join(WORKLOADS)} (default: all; the "
+                        "latency rate then comes from --latency-rate, --baseline or a throughput run)")
     p.add_argument("--baseline", type=Path, metavar="JSON",
                    help="take Apache Kafka's samples from an earlier run's <date>.json instead of running "
                         "Kafka again (with --systems keel: re-measure Keel after a change); the report says so")
@@ -993,6 +1007,10 @@ def main() -> int:
         args.repeats, args.records, args.latency_seconds, args.e2e_messages = 1, 100_000, 8, 500
         args.catchup_gb, args.cold_gb, args.failover_repeats, args.failover_window = 0.2, 0.5, 1, 20
     names = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if args.only is not None:
+        args.only = [w.strip() for w in args.only.split(",") if w.strip()]
+        if unknown := [w for w in args.only if w not in WORKLOADS]:
+            p.error(f"unknown workload(s) {unknown}: expected some of {','.join(WORKLOADS)}")
     if unknown := [n for n in names if n not in ("kafka", "keel")]:
         p.error(f"unknown system(s) {unknown}: expected kafka and/or keel")
 
@@ -1021,6 +1039,9 @@ def main() -> int:
         baseline_title = f"Apache Kafka {tools.version} (samples of {args.baseline.name}, {old['facts']['date']})"
         results.facts["baseline"] = (f"Apache Kafka's samples are those of `{args.baseline}` (same harness and "
                                      f"machine, {old['facts']['date']}); only Keel ran this time.")
+        then = old["facts"].get("client_idempotence", "Java clients with `enable.idempotence=false` on both.")
+        if then != results.facts["client_idempotence"]:
+            results.facts["baseline"] += f" Its clients differed: {then[0].lower()}{then[1:]}"
     ceilings(results, CACHE / "scratch", 256 if args.quick else 2048)
     systems = []
     for name in names:

@@ -385,11 +385,18 @@ async fn run_broker(
             PreviousShutdown::Unclean => None,
         },
     };
+    // After an unclean shutdown the logs need recovery, and the controller refuses the
+    // registration until the previous incarnation's session expires: recover meanwhile.
+    let registered = CancellationToken::new();
+    let preload = tokio::spawn(preload_logs(broker.clone(), registered.clone()));
     let Some(((mut control_index, mut control), broker_epoch)) =
         register(&broker, &registration, &shutdown).await
     else {
+        registered.cancel();
+        let _ = preload.await;
         return Ok(());
     };
+    registered.cancel();
     broker.set_broker_epoch(broker_epoch);
     info!(
         node_id = config.node_id,
@@ -404,6 +411,7 @@ async fn run_broker(
     let follow_task = tokio::spawn(follow_metadata(
         broker.clone(),
         MetadataOffset(broker_epoch),
+        preload,
         applied_tx,
         tasks.clone(),
     ));
@@ -607,15 +615,98 @@ async fn reconnect(
 /// How long one metadata fetch (a long poll of at most `METADATA_FETCH_MAX_WAIT_MS`) may take.
 const METADATA_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// After an unclean shutdown, fetches the metadata log as it is now (no registration needed)
+/// and recovers every log with its topic's configs ([`Broker::preload_logs`]), while the
+/// registration is still being refused; the first applied image claims the recovered logs.
+/// Returns the follower it caught up, for [`follow_metadata`] to go on from. Gives up
+/// fetching (returning `None`: the logs load with the first image, as after a clean shutdown)
+/// once `registered` is cancelled; a recovery already started runs to its end.
+async fn preload_logs(
+    broker: Arc<Broker>,
+    registered: CancellationToken,
+) -> Option<MetadataFollower> {
+    if matches!(broker.previous_shutdown, PreviousShutdown::Clean { .. }) {
+        // Nothing to recover: loading takes no time worth overlapping.
+        return None;
+    }
+    let client_id = format!("keel-broker-{}-preload", broker.node_id());
+    let mut follower = MetadataFollower::new();
+    let mut attempt = 0u32;
+    let mut connection = None;
+    while !follower.caught_up() {
+        if connection.is_none() {
+            tokio::select! {
+                biased;
+                () = registered.cancelled() => return None,
+                connected = broker.controller().connect_as(&client_id) => match connected {
+                    Ok((_, c)) => connection = Some(c),
+                    Err(_) => {
+                        tokio::select! {
+                            biased;
+                            () = registered.cancelled() => return None,
+                            () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
+                        }
+                        attempt = attempt.saturating_add(1);
+                        continue;
+                    }
+                },
+            }
+        }
+        let conn = connection.as_mut().expect("connected above");
+        tokio::select! {
+            biased;
+            () = registered.cancelled() => return None,
+            fetched = tokio::time::timeout(METADATA_FETCH_TIMEOUT, follower.fetch_once(conn, broker.node_id())) => {
+                if !matches!(fetched, Ok(Ok(_))) {
+                    connection = None;
+                    tokio::select! {
+                        biased;
+                        () = registered.cancelled() => return None,
+                        () = tokio::time::sleep(lifecycle::reconnect_backoff(attempt)) => {}
+                    }
+                    attempt = attempt.saturating_add(1);
+                }
+            }
+        }
+    }
+    let image = follower.snapshot();
+    let loading = broker.clone();
+    let started = broker.clock.now_ms();
+    match run_blocking(move || loading.preload_logs(&image)).await {
+        Ok(Ok(logs)) => info!(
+            logs,
+            metadata_offset = follower.next_offset().0,
+            elapsed_ms = broker.clock.now_ms().saturating_sub(started),
+            "recovered the logs while registering"
+        ),
+        // Loading again with the first image reports the error where it stops the broker.
+        Ok(Err(e)) => {
+            warn!(error = %e, "log recovery before the registration failed; retrying with the first image")
+        }
+        Err(e) => warn!(error = %e, "log recovery task failed"),
+    }
+    Some(follower)
+}
+
 /// Fetches the metadata log and applies each new image (from the one that includes this
-/// broker's registration on); publishes the applied offset for heartbeats.
+/// broker's registration on); publishes the applied offset for heartbeats. Starts from the
+/// follower `preload` caught up, once the logs it recovers are ready.
 async fn follow_metadata(
     broker: Arc<Broker>,
     registered_at: MetadataOffset,
+    preload: tokio::task::JoinHandle<Option<MetadataFollower>>,
     applied: tokio::sync::watch::Sender<Option<i64>>,
     stop: CancellationToken,
 ) {
-    let mut follower = MetadataFollower::new();
+    let preloaded = tokio::select! {
+        biased;
+        () = stop.cancelled() => return,
+        preloaded = preload => preloaded.ok().flatten(),
+    };
+    let mut follower = preloaded.unwrap_or_default();
+    // The preload may have fetched past the registration already: apply that image without
+    // waiting for a record more.
+    let mut unapplied = follower.next_offset() > registered_at;
     // The connection and the index of the controller it goes to.
     let mut connection: Option<(usize, Connection<BoxStream>)> = None;
     let mut attempt = 0u32;
@@ -667,9 +758,10 @@ async fn follow_metadata(
             },
         };
         match fetched {
-            Ok(0) => {}
+            Ok(0) if !unapplied => {}
             Ok(_) => {
                 if follower.next_offset() > registered_at {
+                    unapplied = false;
                     let image = follower.snapshot();
                     let applying = broker.clone();
                     match run_blocking(move || applying.apply_image(image)).await {

@@ -40,11 +40,18 @@ const CONTROLLER_PARTITION_DIRS: &[&str] =
 use keel_log::PARTITION_METADATA_FILE;
 
 /// A log read from disk at start, waiting to be claimed by the image.
-struct LoadedLog {
+#[derive(Debug)]
+pub(super) struct LoadedLog {
     dir_index: usize,
     log: Log,
     high_watermark: Offset,
+    /// The topic id its `partition.metadata` names, if any.
+    recorded_topic_id: Option<Uuid>,
 }
+
+/// Logs recovered before the broker registered (see [`Broker::preload_logs`]), claimed by the
+/// first image applied.
+pub(super) type PreloadedLogs = BTreeMap<TopicPartition, LoadedLog>;
 
 /// Leader-core commands to run once the locks are released.
 pub(super) type Pending = Vec<(Arc<Partition>, Vec<Command>)>;
@@ -70,7 +77,11 @@ impl Broker {
             let mut loaded = if state.logs_loaded {
                 BTreeMap::new()
             } else {
-                self.load_all_logs(&image, now_ms)?
+                let recovered = match state.preloaded.take() {
+                    Some(preloaded) => preloaded,
+                    None => self.recover_all_logs(&image, now_ms)?,
+                };
+                self.set_aside_other_topics(recovered, &image)?
             };
             let old_image = state.image.clone();
             let mut wanted = BTreeSet::new();
@@ -178,13 +189,28 @@ impl Broker {
         Ok(())
     }
 
-    /// Reads every log directory once: recovery after an unclean shutdown, the test-only
-    /// data-loss knob, and the topic-id check of `partition.metadata`.
-    fn load_all_logs(
-        &self,
-        image: &ClusterImage,
-        now_ms: i64,
-    ) -> anyhow::Result<BTreeMap<TopicPartition, LoadedLog>> {
+    /// Recovers every log before the broker registers, with the topic configs of `image` (the
+    /// metadata as of now, fetched without a registration), so that after an unclean shutdown
+    /// the recovery overlaps the wait for the previous incarnation's session to expire (the
+    /// controller refuses the registration until then). The first image applied after the
+    /// registration claims these logs instead of loading them again, re-checking their topic
+    /// ids against that image. Returns how many logs it holds. Blocking (file IO).
+    pub fn preload_logs(&self, image: &ClusterImage) -> anyhow::Result<usize> {
+        let recovered = self.recover_all_logs(image, self.clock.now_ms())?;
+        let count = recovered.len();
+        let mut state = self.lock_state();
+        if state.logs_loaded {
+            // Too late: the logs were loaded meanwhile (the runtime waits for the preload, so
+            // only a caller that did not could get here); these handles are dropped unused.
+            return Ok(0);
+        }
+        state.preloaded = Some(recovered);
+        Ok(count)
+    }
+
+    /// Reads every log directory once: recovery after an unclean shutdown (topic configs from
+    /// `image`), the test-only data-loss knob, and each log's recorded topic id.
+    fn recover_all_logs(&self, image: &ClusterImage, now_ms: i64) -> anyhow::Result<PreloadedLogs> {
         let clean = matches!(
             self.previous_shutdown,
             super::PreviousShutdown::Clean { .. }
@@ -212,17 +238,7 @@ impl Broker {
                         );
                     }
                 }
-                let recorded = read_partition_metadata(dir, &tp);
-                let image_id = image.topic_id(&tp.topic).map(|id| id.0);
-                if let (Some(recorded), Some(current)) = (recorded, image_id) {
-                    if recorded != current {
-                        warn!(partition = %tp, %recorded, %current,
-                            "log belongs to an earlier topic of the same name");
-                        drop(log);
-                        set_aside(dir, &tp, STRAY_SUFFIX, self.clock.as_ref())?;
-                        continue;
-                    }
-                }
+                let recorded_topic_id = read_partition_metadata(dir, &tp);
                 let high_watermark = found
                     .high_watermarks
                     .get(&tp)
@@ -235,11 +251,38 @@ impl Broker {
                         dir_index,
                         log,
                         high_watermark,
+                        recorded_topic_id,
                     },
                 );
             }
         }
         Ok(loaded)
+    }
+
+    /// The topic-id check of `partition.metadata`: a log whose recorded topic id is not the
+    /// id `image` gives its topic name belongs to an earlier topic of that name and is set
+    /// aside (kept for an operator), never taken for the new topic.
+    fn set_aside_other_topics(
+        &self,
+        logs: PreloadedLogs,
+        image: &ClusterImage,
+    ) -> anyhow::Result<PreloadedLogs> {
+        let mut kept = BTreeMap::new();
+        for (tp, loaded) in logs {
+            let current = image.topic_id(&tp.topic).map(|id| id.0);
+            if let (Some(recorded), Some(current)) = (loaded.recorded_topic_id, current) {
+                if recorded != current {
+                    warn!(partition = %tp, %recorded, %current,
+                        "log belongs to an earlier topic of the same name");
+                    let dir = &self.log_dirs[loaded.dir_index];
+                    drop(loaded);
+                    set_aside(dir, &tp, STRAY_SUFFIX, self.clock.as_ref())?;
+                    continue;
+                }
+            }
+            kept.insert(tp, loaded);
+        }
+        Ok(kept)
     }
 
     /// A new hosted partition: the log found at start, or a new empty one.

@@ -108,6 +108,8 @@ struct State {
     partitions: BTreeMap<TopicPartition, Arc<Partition>>,
     /// False until the logs were loaded (after the first caught-up image).
     logs_loaded: bool,
+    /// Logs recovered before the registration, for the first image to claim.
+    preloaded: Option<hosting::PreloadedLogs>,
 }
 
 /// A running broker.

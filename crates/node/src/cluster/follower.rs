@@ -49,13 +49,22 @@ pub enum FollowError {
 #[derive(Debug, Clone, Default)]
 pub struct MetadataFollower {
     image: ClusterImage,
+    /// The controller's committed end of the metadata log, as its last fetch answer said.
+    high_watermark: Option<i64>,
 }
 
 impl MetadataFollower {
     pub fn new() -> Self {
         MetadataFollower {
             image: ClusterImage::new(),
+            high_watermark: None,
         }
+    }
+
+    /// Whether the image holds everything the controller had committed at the last fetch.
+    pub fn caught_up(&self) -> bool {
+        self.high_watermark
+            .is_some_and(|hw| self.next_offset().0 >= hw)
     }
 
     /// The image replayed so far.
@@ -109,6 +118,9 @@ impl MetadataFollower {
             for partition in &topic.partitions {
                 if partition.error_code != 0 {
                     return Err(FollowError::Fetch(partition.error_code));
+                }
+                if partition.high_watermark >= 0 {
+                    self.high_watermark = Some(partition.high_watermark);
                 }
                 if partition.snapshot_id.end_offset >= 0 {
                     let id = (

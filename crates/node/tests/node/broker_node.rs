@@ -1185,6 +1185,153 @@ fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
     );
 }
 
+// Shows: after an unclean shutdown the broker recovers its logs before it registers
+// (`Broker::preload_logs`, with the metadata as it was then), and the first image applied after
+// the registration claims those logs — unless that image says the topic was deleted and
+// recreated meanwhile: then the recovered log (its `partition.metadata` names the old topic
+// id) is set aside and the new topic starts on a fresh log.
+#[test]
+fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
+    use keel_controller::records::{PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord};
+    use keel_controller::records::{Record as MetadataRecord, TopicRecord};
+    use keel_controller::types::{
+        BrokerEpoch, BrokerId, IncarnationId, MetadataOffset, TopicId,
+        TopicPartition as ControllerTp,
+    };
+    use keel_controller::{ClusterImage, PartitionState};
+    use keel_node::broker::{Broker, PreviousShutdown};
+
+    let machine = Machine::formatted();
+    let open = || {
+        let (broker, jobs) = Broker::open(
+            config(NODE, &[]),
+            machine.dyn_storage(),
+            Arc::new(SystemClock),
+            machine.network.clone(),
+            vec![],
+        )
+        .unwrap();
+        broker.set_broker_epoch(0);
+        (broker, jobs)
+    };
+    let mut image = ClusterImage::new();
+    let mut next_offset = 0;
+    let mut replay = |image: &mut ClusterImage, record: MetadataRecord| {
+        image.replay(MetadataOffset(next_offset), &record).unwrap();
+        next_offset += 1;
+    };
+    let partition_of = |id: TopicId| {
+        MetadataRecord::Partition(PartitionRecord {
+            partition: ControllerTp::new(id, 0),
+            state: PartitionState::new(
+                vec![BrokerId(NODE)],
+                vec![None],
+                [BrokerId(NODE)].into_iter().collect(),
+                Some(BrokerId(NODE)),
+            ),
+        })
+    };
+    let topic = |id| {
+        MetadataRecord::Topic(TopicRecord {
+            name: "t".to_string(),
+            id,
+        })
+    };
+    replay(
+        &mut image,
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker: BrokerId(NODE),
+            epoch: BrokerEpoch(0),
+            incarnation: IncarnationId(Uuid::new_v4()),
+            listeners: vec![],
+            rack: None,
+            log_dirs: vec![],
+            fenced: false,
+        }),
+    );
+    let (old_id, new_id) = (TopicId(Uuid::new_v4()), TopicId(Uuid::new_v4()));
+    replay(&mut image, topic(old_id));
+    replay(&mut image, partition_of(old_id));
+    let now = SystemClock.now_ms();
+    let log_end = |broker: &Broker| {
+        let partition = broker.partition("t", 0).expect("t-0 is hosted");
+        let log = partition.lock_log().unwrap();
+        (partition.topic_id, log.log_end_offset().0)
+    };
+
+    // First run: five records, then a stop without the clean-shutdown file.
+    {
+        let (broker, _jobs) = open();
+        broker.apply_image(Arc::new(image.clone())).unwrap();
+        let partition = broker.partition("t", 0).expect("t-0 is hosted");
+        let batch = build_batch(
+            &values("old", 0..5)
+                .iter()
+                .map(|v| (None, v.as_bytes()))
+                .collect::<Vec<_>>(),
+            now,
+        );
+        partition
+            .lock_log()
+            .unwrap()
+            .append_as_leader(&batch, LeaderEpoch(0), now)
+            .unwrap();
+    }
+
+    // Second run: recovered before registering, claimed by an image of the same topic.
+    {
+        let (broker, _jobs) = open();
+        assert!(matches!(
+            broker.previous_shutdown,
+            PreviousShutdown::Unclean
+        ));
+        assert!(
+            broker.partition("t", 0).is_none(),
+            "nothing hosted before an image"
+        );
+        assert_eq!(broker.preload_logs(&image).unwrap(), 1);
+        assert!(
+            broker.partition("t", 0).is_none(),
+            "recovering hosts nothing"
+        );
+        broker.apply_image(Arc::new(image.clone())).unwrap();
+        assert_eq!(
+            log_end(&broker),
+            (old_id.0, 5),
+            "the recovered log is claimed"
+        );
+    }
+
+    // Third run: recovered with the old image, but the first image applied after the
+    // registration has the topic deleted and recreated.
+    {
+        let (broker, _jobs) = open();
+        assert_eq!(broker.preload_logs(&image).unwrap(), 1);
+        replay(
+            &mut image,
+            MetadataRecord::RemoveTopic(RemoveTopicRecord { id: old_id }),
+        );
+        replay(&mut image, topic(new_id));
+        replay(&mut image, partition_of(new_id));
+        broker.apply_image(Arc::new(image.clone())).unwrap();
+        assert_eq!(
+            log_end(&broker),
+            (new_id.0, 0),
+            "the new topic starts empty"
+        );
+        let strays: Vec<String> = DIRS
+            .iter()
+            .flat_map(|dir| machine.list(dir))
+            .filter(|n| n.starts_with("t-0.") && n.ends_with("-stray"))
+            .collect();
+        assert_eq!(
+            strays.len(),
+            1,
+            "the old topic's log is set aside: {strays:?}"
+        );
+    }
+}
+
 /// The system clock moved by a shift a test sets: lets a test jump days ahead.
 #[derive(Debug, Default)]
 struct ShiftedClock {
