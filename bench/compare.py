@@ -977,7 +977,8 @@ def machine() -> str:
 WORKLOADS = ("throughput", "latency", "end-to-end", "memory", "catch-up", "failover", "cold-start")
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, checked: sizes set by --quick, --only and --systems split into lists."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--systems", default="kafka,keel", help="comma-separated, run in this order (default kafka,keel)")
     p.add_argument("--repeats", type=int, default=3)
@@ -1002,18 +1003,27 @@ def main() -> int:
                    help="take Apache Kafka's samples from an earlier run's <date>.json instead of running "
                         "Kafka again (with --systems keel: re-measure Keel after a change); the report says so")
     p.add_argument("--out", type=Path, help="report path (default bench/results/<date>.md)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.quick:
         args.repeats, args.records, args.latency_seconds, args.e2e_messages = 1, 100_000, 8, 500
         args.catchup_gb, args.cold_gb, args.failover_repeats, args.failover_window = 0.2, 0.5, 1, 20
-    names = [s.strip() for s in args.systems.split(",") if s.strip()]
+    args.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    if unknown := [n for n in args.systems if n not in ("kafka", "keel")]:
+        p.error(f"unknown system(s) {unknown}: expected kafka and/or keel")
     if args.only is not None:
         args.only = [w.strip() for w in args.only.split(",") if w.strip()]
+        if not args.only:
+            p.error(f"--only names no workload: expected some of {','.join(WORKLOADS)}")
         if unknown := [w for w in args.only if w not in WORKLOADS]:
             p.error(f"unknown workload(s) {unknown}: expected some of {','.join(WORKLOADS)}")
-    if unknown := [n for n in names if n not in ("kafka", "keel")]:
-        p.error(f"unknown system(s) {unknown}: expected kafka and/or keel")
+    if args.baseline and "kafka" in args.systems:
+        p.error("--baseline replaces the Kafka run: use it with --systems keel")
+    return args
 
+
+def main() -> int:
+    args = parse_args()
+    names = args.systems
     date = dt.date.today().isoformat()
     out_md = args.out or BENCH / "results" / f"{date}.md"
     out_md.parent.mkdir(parents=True, exist_ok=True)
@@ -1024,8 +1034,6 @@ def main() -> int:
     bench = Bench(args, tools, keel_binary, results)
     baseline_title = None
     if args.baseline:
-        if "kafka" in names:
-            p.error("--baseline replaces the Kafka run: use it with --systems keel")
         old = json.loads(args.baseline.read_text())
         for row in old["rows"]:
             copy = results.row(row["key"], row["workload"], row["tool"], row["metric"], row["unit"],

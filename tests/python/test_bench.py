@@ -155,3 +155,21 @@ def test_compare_report_has_ratios_and_ceilings(tmp_path):
     assert "| latency | tool | p99 | 2.00 ms | 8.00 ms | 4.00 | Kafka ×4.00 | — |" in text, text
     assert "not measured: The node does not support FIND_COORDINATOR" in text, text
     assert "| loopback TCP, one stream | 4,000 |" in text, text
+
+
+def test_compare_command_line():
+    """bench/compare's options: --quick sets the small sizes, --only and --systems are checked
+    lists, --baseline replaces only the Kafka run; bad values exit with argparse's usage error."""
+    import pytest
+
+    c = compare_module()
+    args = c.parse_args(["--systems", "keel", "--only", "cold-start, failover", "--cold-gb", "4"])
+    assert args.systems == ["keel"] and args.only == ["cold-start", "failover"] and args.cold_gb == 4
+    assert args.idempotence == "default"
+    quick = c.parse_args(["--quick"])
+    assert quick.repeats == 1 and quick.cold_gb == 0.5 and quick.only is None
+    assert quick.systems == ["kafka", "keel"]
+    for bad in (["--only", "cold"], ["--only", ","], ["--systems", "redpanda"],
+                ["--baseline", "x.json"], ["--idempotence", "on"]):
+        with pytest.raises(SystemExit):
+            c.parse_args(bad)

@@ -95,6 +95,64 @@ def test_server_serves_metrics(start_broker):
     assert "metrics endpoint listening" not in off.log_text()
 
 
+def test_group_and_cleaner_metrics(start_broker):
+    """The coordinator's and the log cleaner's series (Kafka's NumGroups* / NumOffsets,
+    offset-commit-rate, the LogCleaner's work): 60 commits of a commit-only group count exactly
+    60 and leave one Empty group with one offset; a subscribed consumer makes one Stable group;
+    the cleaner, compacting the small segments of __consumer_offsets, counts its passes, bytes
+    and removed records."""
+    import confluent_kafka as ck
+
+    port = free_port()
+    b = start_broker("metrics-groups", config={
+        "metrics.port": str(port), "metrics.host": "127.0.0.1",
+        "log.cleaner.backoff.ms": "200", "log.cleaner.min.cleanable.ratio": "0.01",
+        "offsets.topic.num.partitions": "1", "offsets.topic.segment.bytes": "2048",
+        "group.initial.rebalance.delay.ms": "0"})
+    topic = unique_topic("metrics-groups")
+    create_topic(b.bootstrap, topic, 1)
+    err, _ = confluent_produce_one(b.bootstrap, topic, b"x")
+    assert err is None, err
+    quiet = {"log_level": 0, "enable.auto.commit": False}
+    committer = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("commits"), **quiet})
+    try:
+        for n in range(1, 61):
+            committer.commit(offsets=[ck.TopicPartition(topic, 0, n)], asynchronous=False)
+    finally:
+        committer.close()
+    samples = scrape_until(port, "60 commits and an Empty group with its offset", lambda s: (
+        value(s, "keel_offset_commits_total", node_id=1) >= 60
+        and value(s, "keel_group_count", node_id=1, state="Empty") == 1
+        and value(s, "keel_group_offsets_count", node_id=1) == 1))
+    assert value(samples, "keel_offset_commits_total", node_id=1) == 60
+    assert value(samples, "keel_group_offsets_count", node_id=1) == 1
+    assert value(samples, "keel_offsets_expired_total", node_id=1) == 0
+
+    member = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": unique_topic("member"),
+                          "auto.offset.reset": "earliest", **quiet})
+    try:
+        member.subscribe([topic])
+        deadline = time.monotonic() + WAIT_S
+        while member.poll(0.5) is None:
+            assert time.monotonic() < deadline, "the consumer never got the record"
+        samples = scrape_until(port, "a Stable group", lambda s: (
+            value(s, "keel_group_count", node_id=1, state="Stable") == 1))
+        assert value(samples, "keel_group_count", node_id=1, state="Empty") == 1
+        assert value(samples, "keel_group_count", node_id=1, state="PreparingRebalance") == 0
+    finally:
+        member.close()
+
+    samples = scrape_until(port, "a log cleaner pass that removed records", lambda s: (
+        value(s, "keel_log_cleaner_passes_total", node_id=1) >= 1
+        and value(s, "keel_log_cleaner_records_removed_total", node_id=1) >= 1))
+    read = value(samples, "keel_log_cleaner_bytes_read_total", node_id=1)
+    written = value(samples, "keel_log_cleaner_bytes_written_total", node_id=1)
+    assert 0 <= written < read, (read, written)
+    assert value(samples, "keel_log_cleaner_records_removed_total", node_id=1) >= 1
+    assert value(samples, "keel_log_cleaner_failures_total", node_id=1) == 0
+    assert ("keel_log_cleaner_seconds_total", frozenset({("node_id", "1")})) in samples
+
+
 def test_bad_metrics_port_names_the_key(tmp_path_factory):
     """A bad metrics.port is refused (by `keel format` and `keel server` alike, which read the
     same config) with an error naming the key."""

@@ -431,7 +431,15 @@ async fn run_broker(
             Err(e) => {
                 warn!(error = %e, "heartbeat failed; reconnecting");
                 broker.controller().demote(control_index);
-                (control_index, control) = reconnect(&broker, &shutdown, &mut attempt).await?;
+                match reconnect(&broker, &shutdown, &mut attempt).await {
+                    Ok(c) => (control_index, control) = c,
+                    Err(_) => {
+                        // Stopped while reconnecting: stop the metadata follower too.
+                        tasks.cancel();
+                        let _ = follow_task.await;
+                        return Ok(());
+                    }
+                }
             }
         }
         tokio::select! {
@@ -679,7 +687,7 @@ async fn preload_logs(
             elapsed_ms = broker.clock.now_ms().saturating_sub(started),
             "recovered the logs while registering"
         ),
-        // Loading again with the first image reports the error where it stops the broker.
+        // The first image loads the logs again, and reports (and retries) the error there.
         Ok(Err(e)) => {
             warn!(error = %e, "log recovery before the registration failed; retrying with the first image")
         }
@@ -698,10 +706,16 @@ async fn follow_metadata(
     applied: tokio::sync::watch::Sender<Option<i64>>,
     stop: CancellationToken,
 ) {
+    let mut preload = preload;
     let preloaded = tokio::select! {
         biased;
-        () = stop.cancelled() => return,
-        preloaded = preload => preloaded.ok().flatten(),
+        () = stop.cancelled() => {
+            // A recovery under way runs to its end: wait for it, so that nothing of this run
+            // still touches the logs once the broker has stopped.
+            let _ = preload.await;
+            return;
+        }
+        preloaded = &mut preload => preloaded.ok().flatten(),
     };
     let mut follower = preloaded.unwrap_or_default();
     // The preload may have fetched past the registration already: apply that image without

@@ -200,8 +200,9 @@ impl Broker {
         let count = recovered.len();
         let mut state = self.lock_state();
         if state.logs_loaded {
-            // Too late: the logs were loaded meanwhile (the runtime waits for the preload, so
-            // only a caller that did not could get here); these handles are dropped unused.
+            // Too late: the logs were loaded meanwhile (the runtime applies no image before
+            // the preload ended, so only another caller could get here); these handles are
+            // dropped unused.
             return Ok(0);
         }
         state.preloaded = Some(recovered);
@@ -298,7 +299,13 @@ impl Broker {
         now_ms: i64,
     ) -> anyhow::Result<Arc<Partition>> {
         let (dir_index, log, high_watermark) = match loaded {
-            Some(l) => (l.dir_index, l.log, l.high_watermark),
+            Some(l) => {
+                // Recovered with the configs of an earlier image when it was preloaded: the
+                // topic's config may have changed since (retention and compaction read it).
+                let mut log = l.log;
+                log.set_config(config.log_config())?;
+                (l.dir_index, log, l.high_watermark)
+            }
             None => {
                 // A directory left by an earlier topic of this name is never reused.
                 for dir in &self.log_dirs {

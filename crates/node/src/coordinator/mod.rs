@@ -203,6 +203,9 @@ impl Broker {
         let now_ms = self.clock.now_ms();
         let settings = self.coordinator.settings;
         let mut writes = Vec::new();
+        // For the group gauges: groups by state (as the sweep found them) and offsets.
+        let mut by_state: Vec<(&'static str, u64)> = Vec::new();
+        let mut offsets = 0u64;
         let mut loaded = self.coordinator.lock();
         let indexes: Vec<i32> = loaded.keys().copied().collect();
         for index in indexes {
@@ -226,7 +229,17 @@ impl Broker {
             }
             let partition = partition.expect("checked");
             let part = loaded.get_mut(&index).expect("listed");
+            offsets += part
+                .groups
+                .values()
+                .map(|g| g.offsets.len() as u64)
+                .sum::<u64>();
             for (id, group) in &mut part.groups {
+                let state = group.state().name();
+                match by_state.iter_mut().find(|(s, _)| *s == state) {
+                    Some((_, n)) => *n += 1,
+                    None => by_state.push((state, 1)),
+                }
                 if let Some(persist) = group.tick(now_ms, &settings) {
                     writes.push((
                         id.clone(),
@@ -239,6 +252,8 @@ impl Broker {
                 }
             }
         }
+        drop(loaded);
+        self.metrics.set_group_counts(&by_state, offsets);
         writes
     }
 
@@ -296,6 +311,7 @@ impl Broker {
                         .is_some_and(|v| v.commit_timestamp == *commit_timestamp)
                     {
                         g.offsets.remove(key);
+                        self.metrics.offsets_expired.inc();
                     }
                 }
                 if !delete_group {

@@ -84,7 +84,7 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
     let outcome = match checked {
         Err(e) => Err(e),
         Ok(scope) => {
-            let records = planned
+            let records: crate::coordinator::GroupRecords = planned
                 .iter()
                 .filter_map(|(topic, partition, value)| {
                     let value = value.as_ref().ok()?;
@@ -98,8 +98,10 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
                     ))
                 })
                 .collect();
+            let committed = records.len() as u64;
             let written = broker.write_group_records(&scope, records).await;
             if written.is_ok() {
+                broker.metrics.offset_commits.inc_by(committed);
                 let _ = broker.with_groups(&group_id, |groups, now_ms| {
                     let group = groups
                         .entry(group_id.clone())

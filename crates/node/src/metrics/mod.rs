@@ -23,6 +23,7 @@ mod controller;
 pub mod http;
 mod names;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -60,8 +61,25 @@ struct RequestLabels {
     api: &'static str,
 }
 
+/// A consumer-group gauge series: node and group state (Kafka's state names).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupStateLabels {
+    node_id: i32,
+    state: &'static str,
+}
+
 type NodeCounters = Family<NodeLabels, Counter>;
 type NodeGauges = Family<NodeLabels, Gauge>;
+type NodeSecondCounters = Family<NodeLabels, Counter<f64, AtomicU64>>;
+type GroupGauges = Family<GroupStateLabels, Gauge>;
+
+/// The group states a coordinator reports (`Dead` groups are gone from it).
+pub const GROUP_STATES: [&str; 4] = [
+    "Empty",
+    "PreparingRebalance",
+    "CompletingRebalance",
+    "Stable",
+];
 type LatencyFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -83,11 +101,22 @@ struct BrokerFamilies {
     under_min_isr: NodeGauges,
     leaders: NodeGauges,
     partitions: NodeGauges,
+    groups: GroupGauges,
+    group_offsets: NodeGauges,
+    offset_commits: NodeCounters,
+    offsets_expired: NodeCounters,
+    cleaner_passes: NodeCounters,
+    cleaner_aborted: NodeCounters,
+    cleaner_failures: NodeCounters,
+    cleaner_bytes_read: NodeCounters,
+    cleaner_bytes_written: NodeCounters,
+    cleaner_records_removed: NodeCounters,
+    cleaner_seconds: NodeSecondCounters,
 }
 
 impl BrokerFamilies {
     fn register(&self, registry: &mut Registry) {
-        let counters: [(&str, &str, &NodeCounters); 8] = [
+        let counters: [(&str, &str, &NodeCounters); 16] = [
             (
                 "bytes_in",
                 "Bytes of record batches appended by Produce requests (Kafka: BytesInPerSec)",
@@ -133,11 +162,68 @@ impl BrokerFamilies {
                  leader or by the controller (Kafka: IsrExpandsPerSec)",
                 &self.isr_expands,
             ),
+            (
+                "offset_commits",
+                "Offsets committed by OffsetCommit requests to groups coordinated here, one per \
+                 partition (Kafka: offset-commit-rate)",
+                &self.offset_commits,
+            ),
+            (
+                "offsets_expired",
+                "Committed offsets deleted by offsets.retention.minutes (Kafka: \
+                 offset-expiration-rate)",
+                &self.offsets_expired,
+            ),
+            (
+                "log_cleaner_passes",
+                "Log cleaner passes that compacted a partition",
+                &self.cleaner_passes,
+            ),
+            (
+                "log_cleaner_aborted_passes",
+                "Log cleaner passes dropped because the log changed meanwhile (truncation, \
+                 retention); retried at the next pass",
+                &self.cleaner_aborted,
+            ),
+            (
+                "log_cleaner_failures",
+                "Log cleaner passes that failed (see the broker's log; Kafka: \
+                 uncleanable-partitions-count)",
+                &self.cleaner_failures,
+            ),
+            (
+                "log_cleaner_bytes_read",
+                "Bytes of the cleanable segments the log cleaner's passes read (those it \
+                 left alone included)",
+                &self.cleaner_bytes_read,
+            ),
+            (
+                "log_cleaner_bytes_written",
+                "Bytes of the segments the log cleaner wrote in their place",
+                &self.cleaner_bytes_written,
+            ),
+            (
+                "log_cleaner_records_removed",
+                "Records the log cleaner removed: superseded, expired tombstones, keyless",
+                &self.cleaner_records_removed,
+            ),
         ];
         for (name, help, family) in counters {
             registry.register(name, help, family.clone());
         }
-        let gauges: [(&str, &str, &NodeGauges); 4] = [
+        registry.register(
+            "log_cleaner_seconds",
+            "Time the log cleaner spent in passes (Kafka: max-clean-time-secs is the longest)",
+            self.cleaner_seconds.clone(),
+        );
+        registry.register(
+            "group_count",
+            "Consumer groups coordinated here, by state (Kafka: NumGroups, \
+             NumGroupsPreparingRebalance, NumGroupsCompletingRebalance, NumGroupsStable, \
+             NumGroupsEmpty)",
+            self.groups.clone(),
+        );
+        let gauges: [(&str, &str, &NodeGauges); 5] = [
             (
                 "under_replicated_partitions_count",
                 "Partitions led here whose ISR is smaller than the replica set (Kafka: \
@@ -159,6 +245,11 @@ impl BrokerFamilies {
                 "partition_count",
                 "Partitions hosted here (Kafka: PartitionCount)",
                 &self.partitions,
+            ),
+            (
+                "group_offsets_count",
+                "Committed offsets of the groups coordinated here (Kafka: NumOffsets)",
+                &self.group_offsets,
             ),
         ];
         for (name, help, family) in gauges {
@@ -244,6 +335,22 @@ impl Metrics {
             under_min_isr: f.under_min_isr.get_or_create_owned(&labels),
             leaders: f.leaders.get_or_create_owned(&labels),
             partitions: f.partitions.get_or_create_owned(&labels),
+            groups: GROUP_STATES.map(|state| {
+                f.groups
+                    .get_or_create_owned(&GroupStateLabels { node_id, state })
+            }),
+            group_offsets: f.group_offsets.get_or_create_owned(&labels),
+            offset_commits: f.offset_commits.get_or_create_owned(&labels),
+            offsets_expired: f.offsets_expired.get_or_create_owned(&labels),
+            cleaner: CleanerMetrics {
+                passes: f.cleaner_passes.get_or_create_owned(&labels),
+                aborted: f.cleaner_aborted.get_or_create_owned(&labels),
+                failures: f.cleaner_failures.get_or_create_owned(&labels),
+                bytes_read: f.cleaner_bytes_read.get_or_create_owned(&labels),
+                bytes_written: f.cleaner_bytes_written.get_or_create_owned(&labels),
+                records_removed: f.cleaner_records_removed.get_or_create_owned(&labels),
+                seconds: f.cleaner_seconds.get_or_create_owned(&labels),
+            },
         }
     }
 
@@ -293,6 +400,24 @@ pub struct BrokerMetrics {
     pub under_min_isr: Gauge,
     pub leaders: Gauge,
     pub partitions: Gauge,
+    /// Groups coordinated here, one gauge per state of [`GROUP_STATES`].
+    pub groups: [Gauge; 4],
+    pub group_offsets: Gauge,
+    pub offset_commits: Counter,
+    pub offsets_expired: Counter,
+    pub cleaner: CleanerMetrics,
+}
+
+/// The log cleaner's counters of one broker.
+#[derive(Clone, Debug)]
+pub struct CleanerMetrics {
+    pub passes: Counter,
+    pub aborted: Counter,
+    pub failures: Counter,
+    pub bytes_read: Counter,
+    pub bytes_written: Counter,
+    pub records_removed: Counter,
+    pub seconds: Counter<f64, AtomicU64>,
 }
 
 /// What one sweep over the hosted partitions counted (see `Broker::tick_leaders`).
@@ -312,6 +437,21 @@ impl BrokerMetrics {
         self.leaders.set(gauge(counts.led));
         self.under_replicated.set(gauge(counts.under_replicated));
         self.under_min_isr.set(gauge(counts.under_min_isr));
+    }
+
+    /// Sets the group gauges from one sweep of the coordinator: how many groups are in each
+    /// state (`(state name, count)`, Kafka's names) and how many offsets they hold.
+    pub fn set_group_counts(&self, by_state: &[(&str, u64)], offsets: u64) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.group_offsets.set(gauge(offsets));
+        for (state, series) in GROUP_STATES.iter().zip(&self.groups) {
+            let count = by_state
+                .iter()
+                .filter(|(s, _)| s == state)
+                .map(|(_, n)| *n)
+                .sum();
+            series.set(gauge(count));
+        }
     }
 
     /// Counts a committed ISR change of a partition led here (this leader's AlterPartition, or

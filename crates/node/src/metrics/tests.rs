@@ -65,6 +65,41 @@ fn nodes_share_families_and_keep_their_series() {
     }
 }
 
+// Shows: the group gauges are one series per Kafka state name, set from a sweep's counts (a
+// state the sweep did not see drops to 0; `Dead` is not reported); the cleaner's time is a
+// float counter in seconds.
+#[test]
+fn group_gauges_follow_each_sweep() {
+    let metrics = Metrics::new();
+    let broker = metrics.broker(4);
+    broker.set_group_counts(&[("Stable", 2), ("Empty", 1), ("Dead", 5)], 9);
+    broker.set_group_counts(&[("Stable", 3), ("PreparingRebalance", 1), ("Dead", 5)], 7);
+    broker.cleaner.seconds.inc_by(0.25);
+    let text = metrics.encode();
+    let groups = |state: &str| {
+        sample(
+            &text,
+            &format!("keel_group_count{{node_id=\"4\",state=\"{state}\"}}"),
+        )
+    };
+    assert_eq!(groups("Stable"), Some(3.0), "{text}");
+    assert_eq!(groups("PreparingRebalance"), Some(1.0));
+    assert_eq!(groups("CompletingRebalance"), Some(0.0));
+    assert_eq!(groups("Empty"), Some(0.0));
+    assert_eq!(groups("Dead"), None);
+    assert_eq!(
+        sample(&text, "keel_group_offsets_count{node_id=\"4\"}"),
+        Some(7.0)
+    );
+    assert_eq!(
+        sample(&text, "keel_log_cleaner_seconds_total{node_id=\"4\"}"),
+        Some(0.25)
+    );
+    for (family, count) in type_lines(&text) {
+        assert_eq!(count, 1, "{family} listed {count} times:\n{text}");
+    }
+}
+
 // Shows: request latency is a histogram per node, listener and API, named by Kafka's API name;
 // keys that are neither Kafka's nor Keel's share one `unknown` series.
 #[test]
