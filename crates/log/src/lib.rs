@@ -134,7 +134,7 @@ pub use error::LogError;
 pub use log::{
     find_keyless_record, AppendInfo, CompactionOutput, CompactionPlan, CompactionStats,
     DeletedSegment, FetchData, Log, NoCodecs, RecordCodecs, RecoveryReport, RetentionReason,
-    RetentionResult, CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
+    RetentionResult, RolledFlush, CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
     LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
 };
 pub use log_dir::{

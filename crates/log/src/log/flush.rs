@@ -1,10 +1,47 @@
 //! Durability: the flush policy (`flush.messages`, `flush.ms`), explicit flushes, orderly close
 //! and deleting the partition directory.
 
+use std::path::PathBuf;
+
 use super::Log;
 use crate::error::LogError;
-use crate::storage::{parent_of, read_file_if_exists, write_file_atomically};
+use crate::segment::{
+    segment_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX,
+};
+use crate::storage::{parent_of, read_file_if_exists, write_file_atomically, OpenMode, Storage};
 use crate::types::Offset;
+
+/// A flush of the segments rolled since the recovery point, planned under the log's lock and
+/// run without it ([`Log::plan_rolled_flush`]): Kafka flushes a segment in the background when
+/// it rolls and moves the recovery point to the new segment's base, so that recovery after an
+/// unclean shutdown scans only the segments written since — not the whole log, as it would
+/// when no flush policy is set.
+#[derive(Debug)]
+pub struct RolledFlush {
+    dir: PathBuf,
+    /// The log, offset-index and time-index files of the rolled segments not yet synced.
+    files: Vec<PathBuf>,
+    /// The recovery point once they are durable: the active segment's base offset.
+    target: Offset,
+    /// The log's generation when planned (truncation and retention bump it).
+    generation: u64,
+}
+
+impl RolledFlush {
+    /// Fsyncs the planned files and the partition directory (blocking IO, no lock held). A
+    /// file gone meanwhile (retention, a truncation) is skipped: the log then refuses the
+    /// result in [`Log::finish_rolled_flush`].
+    pub fn run(&self, storage: &dyn Storage) -> std::io::Result<()> {
+        for path in &self.files {
+            match storage.open_file(path, OpenMode::Existing) {
+                Ok(mut file) => file.sync()?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        storage.sync_dir(&self.dir)
+    }
+}
 
 impl Log {
     /// Fsyncs every segment with unsynced bytes (log files and indexes), then the partition
@@ -29,6 +66,49 @@ impl Log {
             .map_err(LogError::io("write", &path))?;
         }
         Ok(())
+    }
+
+    /// Plans the flush of the segments rolled since the recovery point (every segment below
+    /// the active one), or `None` if the recovery point is already at the active segment.
+    pub fn plan_rolled_flush(&self) -> Option<RolledFlush> {
+        let target = self.active().base_offset();
+        if target <= self.recovery_point {
+            return None;
+        }
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(Offset(0), |(base, _)| *base);
+        let files = self
+            .segments
+            .range(from..target)
+            .filter(|(_, segment)| segment.needs_sync())
+            .flat_map(|(base, _)| {
+                [LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX]
+                    .map(|suffix| self.dir.join(segment_file_name(*base, suffix)))
+            })
+            .collect();
+        Some(RolledFlush {
+            dir: self.dir.clone(),
+            files,
+            target,
+            generation: self.generation,
+        })
+    }
+
+    /// Moves the recovery point to the flushed segments' end, unless the log was truncated or
+    /// lost segments to retention since the plan (then a later plan flushes what is there).
+    /// Returns whether it moved.
+    pub fn finish_rolled_flush(&mut self, flushed: RolledFlush) -> bool {
+        if flushed.generation != self.generation
+            || flushed.target <= self.recovery_point
+            || flushed.target > self.log_end_offset()
+        {
+            return false;
+        }
+        self.recovery_point = flushed.target;
+        true
     }
 
     /// Test-only fault injection: truncates the log to the offset recorded at the last flush

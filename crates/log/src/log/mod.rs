@@ -31,6 +31,7 @@ pub use compact::{
     find_keyless_record, CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs,
     CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
 };
+pub use flush::RolledFlush;
 pub use load::RecoveryReport;
 pub use read::FetchData;
 pub use retention::{DeletedSegment, RetentionReason, RetentionResult};

@@ -624,6 +624,73 @@ fn crash_loses_unflushed_batches() {
     log.check_invariants();
 }
 
+// Kafka's flush after a roll: the rolled segments are fsynced without the lock and the
+// recovery point moves to the active segment's base — they survive a power loss, and an unclean
+// open scans only the active segment. A truncation between plan and finish refuses the move.
+#[test]
+fn rolled_segments_are_flushed_and_move_the_recovery_point() {
+    let (storage, mut log) = new_log(small_config());
+    assert!(log.plan_rolled_flush().is_none(), "nothing rolled yet");
+    for _ in 0..7 {
+        log.append_as_leader(&records(1, 300, 0), LeaderEpoch(0), 0)
+            .unwrap();
+    }
+    let active_base = log.segment_base_offsets().last().copied().unwrap();
+    assert!(active_base > Offset(0), "{:?}", log.segment_base_offsets());
+    assert_eq!(log.recovery_point(), Offset(0));
+
+    // Planned, then the log is truncated below the plan's target: refused.
+    let stale = log.plan_rolled_flush().expect("segments rolled");
+    stale.run(&storage).unwrap();
+    log.truncate_to(Offset(1), 0).unwrap();
+    assert!(!log.finish_rolled_flush(stale));
+    assert!(
+        log.recovery_point() <= Offset(1),
+        "{}",
+        log.recovery_point()
+    );
+    for _ in 0..6 {
+        log.append_as_leader(&records(1, 300, 0), LeaderEpoch(0), 0)
+            .unwrap();
+    }
+
+    let end = log.log_end_offset();
+    let active_base = log.segment_base_offsets().last().copied().unwrap();
+    let rolled = log.plan_rolled_flush().expect("segments rolled");
+    rolled.run(&storage).unwrap();
+    assert!(log.finish_rolled_flush(rolled));
+    assert_eq!(log.recovery_point(), active_base);
+    assert!(log.plan_rolled_flush().is_none(), "nothing more to flush");
+    drop(log);
+
+    storage.crash();
+    let log = Log::open(
+        Arc::new(storage.clone()),
+        PathBuf::from(DIR),
+        small_config(),
+        active_base,
+        Offset(0),
+        false,
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        log.log_end_offset(),
+        active_base,
+        "the rolled segments survived"
+    );
+    assert!(
+        active_base < end,
+        "the active segment's unflushed batches are gone"
+    );
+    assert_eq!(
+        log.recovery_report().segments_recovered,
+        1,
+        "only the active segment"
+    );
+    log.check_invariants();
+}
+
 // Bit rot in the middle of the log truncates there and deletes every later segment.
 #[test]
 fn corrupt_batch_truncates_log_and_later_segments() {

@@ -432,15 +432,29 @@ impl Broker {
         Some((listener.host.clone(), listener.port))
     }
 
-    /// Flushes logs whose `flush.ms` is due.
+    /// Flushes logs whose `flush.ms` is due, and the segments each log rolled since its
+    /// recovery point (as Kafka does after a roll): fsynced without the log's lock, then the
+    /// recovery point moves to the active segment, so recovery after an unclean shutdown
+    /// scans only that segment, not every segment written since the broker started.
     pub fn flush_due_logs(&self) {
         let now_ms = self.clock.now_ms();
         for partition in self.all_partitions() {
-            let Ok(mut log) = partition.lock_log() else {
-                continue;
+            let rolled = {
+                let Ok(mut log) = partition.lock_log() else {
+                    continue;
+                };
+                if let Err(e) = log.flush_if_due(now_ms) {
+                    warn!(partition = %partition.tp, error = %e, "flush failed");
+                }
+                log.plan_rolled_flush()
             };
-            if let Err(e) = log.flush_if_due(now_ms) {
-                warn!(partition = %partition.tp, error = %e, "flush failed");
+            let Some(rolled) = rolled else { continue };
+            if let Err(e) = rolled.run(self.storage.as_ref()) {
+                warn!(partition = %partition.tp, error = %e, "flush of rolled segments failed");
+                continue;
+            }
+            if let Ok(mut log) = partition.lock_log() {
+                log.finish_rolled_flush(rolled);
             }
         }
     }
