@@ -34,6 +34,7 @@ use self::records::{
     decode_group, decode_key, decode_offset, encode_group, encode_key, OffsetValue, RecordKey,
 };
 use crate::broker::{AppendError, Broker};
+use crate::metrics::GROUP_STATES;
 use crate::partition::Partition;
 
 /// The internal topic holding groups and committed offsets.
@@ -204,7 +205,7 @@ impl Broker {
         let settings = self.coordinator.settings;
         let mut writes = Vec::new();
         // For the group gauges: groups by state (as the sweep found them) and offsets.
-        let mut by_state: Vec<(&'static str, u64)> = Vec::new();
+        let mut by_state = [0u64; GROUP_STATES.len()];
         let mut offsets = 0u64;
         let mut loaded = self.coordinator.lock();
         let indexes: Vec<i32> = loaded.keys().copied().collect();
@@ -236,9 +237,8 @@ impl Broker {
                 .sum::<u64>();
             for (id, group) in &mut part.groups {
                 let state = group.state().name();
-                match by_state.iter_mut().find(|(s, _)| *s == state) {
-                    Some((_, n)) => *n += 1,
-                    None => by_state.push((state, 1)),
+                if let Some(i) = GROUP_STATES.iter().position(|s| *s == state) {
+                    by_state[i] += 1;
                 }
                 if let Some(persist) = group.tick(now_ms, &settings) {
                     writes.push((
@@ -253,7 +253,7 @@ impl Broker {
             }
         }
         drop(loaded);
-        self.metrics.set_group_counts(&by_state, offsets);
+        self.metrics.set_group_counts(by_state, offsets);
         writes
     }
 

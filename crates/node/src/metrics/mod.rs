@@ -401,7 +401,7 @@ pub struct BrokerMetrics {
     pub leaders: Gauge,
     pub partitions: Gauge,
     /// Groups coordinated here, one gauge per state of [`GROUP_STATES`].
-    pub groups: [Gauge; 4],
+    pub groups: [Gauge; GROUP_STATES.len()],
     pub group_offsets: Gauge,
     pub offset_commits: Counter,
     pub offsets_expired: Counter,
@@ -440,16 +440,11 @@ impl BrokerMetrics {
     }
 
     /// Sets the group gauges from one sweep of the coordinator: how many groups are in each
-    /// state (`(state name, count)`, Kafka's names) and how many offsets they hold.
-    pub fn set_group_counts(&self, by_state: &[(&str, u64)], offsets: u64) {
+    /// state of [`GROUP_STATES`] (Kafka's names, in that order) and how many offsets they hold.
+    pub fn set_group_counts(&self, by_state: [u64; GROUP_STATES.len()], offsets: u64) {
         let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         self.group_offsets.set(gauge(offsets));
-        for (state, series) in GROUP_STATES.iter().zip(&self.groups) {
-            let count = by_state
-                .iter()
-                .filter(|(s, _)| s == state)
-                .map(|(_, n)| *n)
-                .sum();
+        for (series, count) in self.groups.iter().zip(by_state) {
             series.set(gauge(count));
         }
     }

@@ -66,14 +66,15 @@ fn nodes_share_families_and_keep_their_series() {
 }
 
 // Shows: the group gauges are one series per Kafka state name, set from a sweep's counts (a
-// state the sweep did not see drops to 0; `Dead` is not reported); the cleaner's time is a
+// state the sweep no longer sees drops to 0; `Dead` is not reported); the cleaner's time is a
 // float counter in seconds.
 #[test]
 fn group_gauges_follow_each_sweep() {
     let metrics = Metrics::new();
     let broker = metrics.broker(4);
-    broker.set_group_counts(&[("Stable", 2), ("Empty", 1), ("Dead", 5)], 9);
-    broker.set_group_counts(&[("Stable", 3), ("PreparingRebalance", 1), ("Dead", 5)], 7);
+    // GROUP_STATES: Empty, PreparingRebalance, CompletingRebalance, Stable.
+    broker.set_group_counts([1, 0, 0, 2], 9);
+    broker.set_group_counts([0, 1, 0, 3], 7);
     broker.cleaner.seconds.inc_by(0.25);
     let text = metrics.encode();
     let groups = |state: &str| {

@@ -1123,19 +1123,75 @@ async fn killed_broker_recovers_and_serves_everything_acknowledged() {
     node.stop().await;
 }
 
+/// A metadata image built record by record for tests that drive `Broker::apply_image` directly:
+/// this node registered, topics named "t" with one partition led by it.
+struct TestImage {
+    image: keel_controller::ClusterImage,
+    next_offset: i64,
+}
+
+impl TestImage {
+    fn with_this_node_registered() -> TestImage {
+        use keel_controller::records::{Record, RegisterBrokerRecord};
+        use keel_controller::types::{BrokerEpoch, BrokerId, IncarnationId};
+        let mut image = TestImage {
+            image: keel_controller::ClusterImage::new(),
+            next_offset: 0,
+        };
+        image.replay(Record::RegisterBroker(RegisterBrokerRecord {
+            broker: BrokerId(NODE),
+            epoch: BrokerEpoch(0),
+            incarnation: IncarnationId(Uuid::new_v4()),
+            listeners: vec![],
+            rack: None,
+            log_dirs: vec![],
+            fenced: false,
+        }));
+        image
+    }
+
+    fn replay(&mut self, record: keel_controller::records::Record) {
+        let offset = keel_controller::types::MetadataOffset(self.next_offset);
+        self.image.replay(offset, &record).unwrap();
+        self.next_offset += 1;
+    }
+
+    /// Topic "t" with id `id` and its partition 0, replicated and led here.
+    fn create_t(&mut self, id: keel_controller::types::TopicId) {
+        use keel_controller::records::{PartitionRecord, Record, TopicRecord};
+        use keel_controller::types::{BrokerId, TopicPartition as ControllerTp};
+        self.replay(Record::Topic(TopicRecord {
+            name: "t".to_string(),
+            id,
+        }));
+        self.replay(Record::Partition(PartitionRecord {
+            partition: ControllerTp::new(id, 0),
+            state: keel_controller::PartitionState::new(
+                vec![BrokerId(NODE)],
+                vec![None],
+                [BrokerId(NODE)].into_iter().collect(),
+                Some(BrokerId(NODE)),
+            ),
+        }));
+    }
+
+    fn remove(&mut self, id: keel_controller::types::TopicId) {
+        use keel_controller::records::{Record, RemoveTopicRecord};
+        self.replay(Record::RemoveTopic(RemoveTopicRecord { id }));
+    }
+
+    fn snapshot(&self) -> Arc<keel_controller::ClusterImage> {
+        Arc::new(self.image.clone())
+    }
+}
+
 // Shows: one metadata image that both deletes a topic and creates another of the same name (a
 // broker that fetched both at once, or caught up after both) hosts the new topic on a fresh,
 // working log: the deletion of the old incarnation never removes the new one's directory, and
 // the old records never show up in the new log.
 #[test]
 fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
-    use keel_controller::records::{PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord};
-    use keel_controller::records::{Record as MetadataRecord, TopicRecord};
-    use keel_controller::types::{
-        BrokerEpoch, BrokerId, IncarnationId, MetadataOffset, TopicId,
-        TopicPartition as ControllerTp,
-    };
-    use keel_controller::{ClusterImage, PartitionState};
+    use keel_controller::types::TopicId;
 
     let machine = Machine::formatted();
     let (broker, _alter_partition_jobs) = keel_node::broker::Broker::open(
@@ -1147,45 +1203,10 @@ fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
     )
     .unwrap();
     broker.set_broker_epoch(0);
-    let mut image = ClusterImage::new();
-    let mut next_offset = 0;
-    let mut replay = |image: &mut ClusterImage, record: MetadataRecord| {
-        image.replay(MetadataOffset(next_offset), &record).unwrap();
-        next_offset += 1;
-    };
-    let partition_of = |id: TopicId| {
-        MetadataRecord::Partition(PartitionRecord {
-            partition: ControllerTp::new(id, 0),
-            state: PartitionState::new(
-                vec![BrokerId(NODE)],
-                vec![None],
-                [BrokerId(NODE)].into_iter().collect(),
-                Some(BrokerId(NODE)),
-            ),
-        })
-    };
-    replay(
-        &mut image,
-        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-            broker: BrokerId(NODE),
-            epoch: BrokerEpoch(0),
-            incarnation: IncarnationId(Uuid::new_v4()),
-            listeners: vec![],
-            rack: None,
-            log_dirs: vec![],
-            fenced: false,
-        }),
-    );
+    let mut image = TestImage::with_this_node_registered();
     let (old_id, new_id) = (TopicId(Uuid::new_v4()), TopicId(Uuid::new_v4()));
-    let topic = |id| {
-        MetadataRecord::Topic(TopicRecord {
-            name: "t".to_string(),
-            id,
-        })
-    };
-    replay(&mut image, topic(old_id));
-    replay(&mut image, partition_of(old_id));
-    broker.apply_image(Arc::new(image.clone())).unwrap();
+    image.create_t(old_id);
+    broker.apply_image(image.snapshot()).unwrap();
     let now = SystemClock.now_ms();
     let append = |values: &[String]| {
         let partition = broker.partition("t", 0).expect("t-0 is hosted");
@@ -1202,13 +1223,9 @@ fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
     };
     assert_eq!(append(&values("old", 0..5)).unwrap(), 0);
 
-    replay(
-        &mut image,
-        MetadataRecord::RemoveTopic(RemoveTopicRecord { id: old_id }),
-    );
-    replay(&mut image, topic(new_id));
-    replay(&mut image, partition_of(new_id));
-    broker.apply_image(Arc::new(image)).unwrap();
+    image.remove(old_id);
+    image.create_t(new_id);
+    broker.apply_image(image.snapshot()).unwrap();
 
     let partition = broker.partition("t", 0).expect("the new t-0 is hosted");
     assert_eq!(partition.topic_id, new_id.0);
@@ -1233,13 +1250,7 @@ fn one_image_deleting_and_recreating_a_topic_keeps_the_new_log() {
 // id) is set aside and the new topic starts on a fresh log.
 #[test]
 fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
-    use keel_controller::records::{PartitionRecord, RegisterBrokerRecord, RemoveTopicRecord};
-    use keel_controller::records::{Record as MetadataRecord, TopicRecord};
-    use keel_controller::types::{
-        BrokerEpoch, BrokerId, IncarnationId, MetadataOffset, TopicId,
-        TopicPartition as ControllerTp,
-    };
-    use keel_controller::{ClusterImage, PartitionState};
+    use keel_controller::types::TopicId;
     use keel_node::broker::{Broker, PreviousShutdown};
 
     let machine = Machine::formatted();
@@ -1255,44 +1266,9 @@ fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
         broker.set_broker_epoch(0);
         (broker, jobs)
     };
-    let mut image = ClusterImage::new();
-    let mut next_offset = 0;
-    let mut replay = |image: &mut ClusterImage, record: MetadataRecord| {
-        image.replay(MetadataOffset(next_offset), &record).unwrap();
-        next_offset += 1;
-    };
-    let partition_of = |id: TopicId| {
-        MetadataRecord::Partition(PartitionRecord {
-            partition: ControllerTp::new(id, 0),
-            state: PartitionState::new(
-                vec![BrokerId(NODE)],
-                vec![None],
-                [BrokerId(NODE)].into_iter().collect(),
-                Some(BrokerId(NODE)),
-            ),
-        })
-    };
-    let topic = |id| {
-        MetadataRecord::Topic(TopicRecord {
-            name: "t".to_string(),
-            id,
-        })
-    };
-    replay(
-        &mut image,
-        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-            broker: BrokerId(NODE),
-            epoch: BrokerEpoch(0),
-            incarnation: IncarnationId(Uuid::new_v4()),
-            listeners: vec![],
-            rack: None,
-            log_dirs: vec![],
-            fenced: false,
-        }),
-    );
+    let mut image = TestImage::with_this_node_registered();
     let (old_id, new_id) = (TopicId(Uuid::new_v4()), TopicId(Uuid::new_v4()));
-    replay(&mut image, topic(old_id));
-    replay(&mut image, partition_of(old_id));
+    image.create_t(old_id);
     let now = SystemClock.now_ms();
     let log_end = |broker: &Broker| {
         let partition = broker.partition("t", 0).expect("t-0 is hosted");
@@ -1303,7 +1279,7 @@ fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
     // First run: five records, then a stop without the clean-shutdown file.
     {
         let (broker, _jobs) = open();
-        broker.apply_image(Arc::new(image.clone())).unwrap();
+        broker.apply_image(image.snapshot()).unwrap();
         let partition = broker.partition("t", 0).expect("t-0 is hosted");
         let batch = build_batch(
             &values("old", 0..5)
@@ -1330,12 +1306,12 @@ fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
             broker.partition("t", 0).is_none(),
             "nothing hosted before an image"
         );
-        assert_eq!(broker.preload_logs(&image).unwrap(), 1);
+        assert_eq!(broker.preload_logs(&image.image).unwrap(), 1);
         assert!(
             broker.partition("t", 0).is_none(),
             "recovering hosts nothing"
         );
-        broker.apply_image(Arc::new(image.clone())).unwrap();
+        broker.apply_image(image.snapshot()).unwrap();
         assert_eq!(
             log_end(&broker),
             (old_id.0, 5),
@@ -1347,14 +1323,10 @@ fn logs_recovered_before_registering_are_claimed_only_by_their_own_topic() {
     // registration has the topic deleted and recreated.
     {
         let (broker, _jobs) = open();
-        assert_eq!(broker.preload_logs(&image).unwrap(), 1);
-        replay(
-            &mut image,
-            MetadataRecord::RemoveTopic(RemoveTopicRecord { id: old_id }),
-        );
-        replay(&mut image, topic(new_id));
-        replay(&mut image, partition_of(new_id));
-        broker.apply_image(Arc::new(image.clone())).unwrap();
+        assert_eq!(broker.preload_logs(&image.image).unwrap(), 1);
+        image.remove(old_id);
+        image.create_t(new_id);
+        broker.apply_image(image.snapshot()).unwrap();
         assert_eq!(
             log_end(&broker),
             (new_id.0, 0),
