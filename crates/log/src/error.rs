@@ -10,6 +10,18 @@ use std::path::PathBuf;
 use crate::batch::BatchError;
 use crate::types::Offset;
 
+/// Where stored data failed validation: the segment (by base offset), the byte position of the
+/// first bad batch in it (every batch before it is whole), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Base offset of the segment.
+    pub segment: Offset,
+    /// Byte position of the bad batch in the segment file.
+    pub position: u64,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
 /// Errors of the log crate.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -80,6 +92,12 @@ pub enum LogError {
         /// The epoch the partition knows.
         current: i16,
     },
+
+    // ---- damage: fatal for the partition's data from there on, not for the directory ----
+    /// Stored data failed validation when read back (bit rot, a misdirected or lost write): the
+    /// log must end before it ([`crate::Log::set_aside_damage`]) and the replica has lost data.
+    #[error("damaged log data in segment {} at byte {}: {}", .0.segment, .0.position, .0.reason)]
+    Damaged(Damage),
 
     // ---- fatal errors ----
     /// A storage operation failed.
@@ -180,7 +198,8 @@ impl LogError {
             | LogError::OffsetOutOfRange { .. }
             | LogError::UnexpectedAppendOffset { .. }
             | LogError::OutOfOrderSequence { .. }
-            | LogError::InvalidProducerEpoch { .. } => false,
+            | LogError::InvalidProducerEpoch { .. }
+            | LogError::Damaged(_) => false,
             LogError::Io { .. }
             | LogError::Locked { .. }
             | LogError::CorruptFile { .. }
@@ -203,6 +222,7 @@ impl LogError {
             LogError::InvalidRecord { .. } => Some(87),
             LogError::OutOfOrderSequence { .. } => Some(45),
             LogError::InvalidProducerEpoch { .. } => Some(47),
+            LogError::Damaged(_) => Some(56),
             LogError::UnexpectedAppendOffset { .. }
             | LogError::Io { .. }
             | LogError::Locked { .. }

@@ -130,12 +130,13 @@ mod types;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::LeaderEpochCache;
-pub use error::LogError;
+pub use error::{Damage, LogError};
 pub use log::{
     find_keyless_record, AppendInfo, CompactionOutput, CompactionPlan, CompactionStats,
-    DeletedSegment, FetchData, Log, NoCodecs, RecordCodecs, RecoveryReport, RetentionReason,
-    RetentionResult, RolledFlush, CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
-    LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
+    DeletedSegment, FetchData, Log, NoCodecs, Quarantine, RecordCodecs, RecoveryReport,
+    RetentionReason, RetentionResult, RolledFlush, ScrubStep, ScrubTask, CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT_FILE, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
+    QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX,
 };
 pub use log_dir::{
     decode_kafka_uuid, encode_kafka_uuid, LoadedLogs, LogDir, MetaProperties, PartitionCheckpoint,

@@ -6,7 +6,20 @@ use std::fmt;
 
 /// A Kafka log offset. Offsets in a log are non-negative; the type does not forbid negative
 /// values so that values read from the wire can be represented before they are validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Offset(pub i64);
 
 impl Offset {

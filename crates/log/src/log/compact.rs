@@ -283,6 +283,8 @@ impl Log {
             stats.cleaner_offset = self.cleaner_offset;
             return Ok(stats);
         }
+        // A scrub planned before the swap read files that are gone now.
+        self.generation += 1;
         for (base, cleaned) in &output.cleaned {
             self.swap_in_cleaned(*base, cleaned, now_ms)?;
         }

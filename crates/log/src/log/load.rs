@@ -8,21 +8,23 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::compact::{CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE};
+use super::quarantine::Quarantine;
 use super::{Log, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE};
+use crate::batch::BatchError;
 use crate::checkpoint::read_epoch_checkpoint;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::LogError;
 use crate::producer_state::{ProducerStates, PRODUCER_SNAPSHOT_SUFFIX};
 use crate::segment::{
-    parse_segment_file_name, Check, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    parse_segment_file_name, Check, ScanError, Segment, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
 };
 use crate::storage::{create_dir_all_durable, Storage, TEMP_FILE_SUFFIX};
 use crate::types::Offset;
 
 /// What [`Log::open`] did, for the broker to log ("recovery skipped" vs "recovered N batches,
-/// truncated M bytes").
+/// truncated M bytes") and to decide whether its replica is still clean.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// The `clean_shutdown` flag `open` was given.
@@ -33,10 +35,15 @@ pub struct RecoveryReport {
     pub batches_validated: u64,
     /// Bytes of valid batches read by recovery.
     pub bytes_scanned: u64,
-    /// Bytes removed: the torn or corrupt tail plus every later segment.
+    /// Bytes the log no longer holds: a torn tail dropped, or damaged data set aside.
     pub bytes_truncated: u64,
-    /// Later segments deleted because an earlier one was truncated.
-    pub segments_deleted: usize,
+    /// The torn tail dropped (the end of the last segment: a batch cut short, or zeros — what
+    /// a crash leaves behind), in bytes. Not kept: nothing follows it.
+    pub torn_tail_bytes: u64,
+    /// Where damaged data went: a batch that failed validation with data after it (or in an
+    /// earlier segment than the last) — the damaged segment copied and the later segments
+    /// moved, never deleted.
+    pub quarantine: Option<Quarantine>,
     /// The log end offset after a truncation, if recovery truncated.
     pub truncated_to: Option<Offset>,
     /// Human-readable reasons: corrupt batches found, indexes rebuilt.
@@ -47,6 +54,12 @@ impl RecoveryReport {
     /// Whether any segment was scanned.
     pub fn recovered(&self) -> bool {
         self.segments_recovered > 0
+    }
+
+    /// Whether the log lost data it held before the restart (a torn tail or damage): a replica
+    /// that did is not clean, whatever its clean-shutdown file says (KIP-966).
+    pub fn lost_data(&self) -> bool {
+        self.truncated_to.is_some()
     }
 }
 
@@ -64,11 +77,16 @@ impl fmt::Display for RecoveryReport {
             self.bytes_truncated
         )?;
         if let Some(offset) = self.truncated_to {
-            write!(
-                f,
-                " (log end offset now {offset}, {} later segments deleted)",
-                self.segments_deleted
-            )?;
+            write!(f, " (log end offset now {offset}")?;
+            if let Some(q) = &self.quarantine {
+                write!(
+                    f,
+                    "; {} segment files set aside in {}",
+                    q.segments,
+                    q.path.display()
+                )?;
+            }
+            write!(f, ")")?;
         }
         Ok(())
     }
@@ -178,48 +196,72 @@ impl Log {
         Ok(())
     }
 
-    /// Recovers every segment from base `from` on, stopping (and deleting the rest) at the first
-    /// truncation or offset gap.
+    /// Recovers every segment from base `from` on, stopping at the first bad batch or offset
+    /// gap. A torn tail (the last segment ends inside a batch, or in zeros) is dropped; any
+    /// other damage sets the rest of the log aside ([`Log::quarantine_from`]).
     fn recover_segments(&mut self, from: Offset, now_ms: i64) -> Result<(), LogError> {
         let bases: Vec<Offset> = self.segments.range(from..).map(|(b, _)| *b).collect();
+        let last = *bases.last().expect("recovering at least one segment");
         let mut expected_base = self
             .segments
             .range(..from)
             .next_back()
             .map(|(_, s)| s.next_offset());
-        let mut cut = None;
         for base in bases {
-            if expected_base.is_some_and(|expected| expected != base) {
+            if let Some(expected) = expected_base.filter(|expected| *expected != base) {
                 let problem = format!(
-                    "segment {base} does not start at the previous segment's end {}",
-                    expected_base.expect("checked")
+                    "segment {base} does not start at the previous segment's end {expected}"
                 );
-                self.recovery_report.problems.push(problem);
-                cut = Some(base);
+                self.recovery_report.problems.push(problem.clone());
+                self.recovery_report.truncated_to = Some(expected);
+                self.set_aside_in_recovery(base, 0, expected, &problem, now_ms)?;
                 break;
             }
             let allow_gaps = self.gaps_allowed();
             let segment = self.segments.get_mut(&base).expect("listed segment");
             let found = segment
-                .recover(now_ms, allow_gaps, Check::Full)
+                .recover_scan(now_ms, allow_gaps, Check::Full)
                 .map_err(LogError::io("recover segment", self.dir.clone()))?;
             let report = &mut self.recovery_report;
             report.segments_recovered += 1;
             report.batches_validated += found.batches;
             report.bytes_scanned += found.bytes_valid;
-            report.bytes_truncated += found.bytes_truncated;
             expected_base = Some(segment.next_offset());
-            if found.bytes_truncated > 0 || found.error.is_some() {
-                if let Some(error) = found.error {
-                    report.problems.push(format!("segment {base}: {error}"));
-                }
-                report.truncated_to = Some(segment.next_offset());
-                cut = self.segments.range(base.next()..).next().map(|(b, _)| *b);
-                break;
+            if found.bytes_truncated == 0 && found.error.is_none() {
+                continue;
             }
-        }
-        if let Some(cut) = cut {
-            self.delete_segments_from(cut)?;
+            let cut = segment.next_offset();
+            let problem = match &found.error {
+                Some(error) => format!("segment {base}: {error}"),
+                None => format!(
+                    "segment {base}: {} bytes after the last batch",
+                    found.bytes_truncated
+                ),
+            };
+            report.problems.push(problem.clone());
+            report.truncated_to = Some(cut);
+            let cut_short = matches!(
+                found.error,
+                Some(ScanError::Batch(BatchError::Truncated { .. }))
+            );
+            let torn = base == last
+                && (cut_short
+                    || segment
+                        .is_zero_from(found.bytes_valid)
+                        .map_err(LogError::io("recover segment", self.dir.clone()))?);
+            if torn {
+                report.torn_tail_bytes += found.bytes_truncated;
+                report.bytes_truncated += found.bytes_truncated;
+            } else {
+                self.set_aside_in_recovery(base, found.bytes_valid, cut, &problem, now_ms)?;
+            }
+            // Still listed unless it was moved whole (damage at its first byte).
+            if let Some(segment) = self.segments.get_mut(&base) {
+                segment
+                    .truncate_after_recovery(found.bytes_valid)
+                    .map_err(LogError::io("truncate segment", self.dir.clone()))?;
+            }
+            break;
         }
         if self.recovery_report.truncated_to.is_some() {
             tracing::warn!(dir = %self.dir.display(), report = %self.recovery_report, "log truncated by recovery");
@@ -227,21 +269,18 @@ impl Log {
         Ok(())
     }
 
-    /// Deletes every segment with base `>= from` during recovery, counting them as truncated.
-    fn delete_segments_from(&mut self, from: Offset) -> Result<(), LogError> {
-        let doomed: Vec<Offset> = self.segments.range(from..).map(|(b, _)| *b).collect();
-        for base in doomed {
-            let segment = self.segments.remove(&base).expect("listed segment");
-            self.recovery_report.bytes_truncated += segment.size_bytes();
-            self.recovery_report.segments_deleted += 1;
-            segment
-                .delete(self.storage.as_ref(), &self.dir)
-                .map_err(LogError::io("delete segment", self.dir.clone()))?;
-            self.dir_unsynced = true;
-        }
-        if self.recovery_report.truncated_to.is_none() {
-            self.recovery_report.truncated_to = Some(self.log_end_offset());
-        }
+    /// Quarantines from byte `position` of segment `base` during recovery, counting it.
+    fn set_aside_in_recovery(
+        &mut self,
+        base: Offset,
+        position: u64,
+        cut: Offset,
+        problem: &str,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let quarantine = self.quarantine_from(base, position, cut, problem, now_ms)?;
+        self.recovery_report.bytes_truncated += quarantine.bytes;
+        self.recovery_report.quarantine = Some(quarantine);
         Ok(())
     }
 

@@ -18,12 +18,16 @@ mod compact;
 mod flush;
 mod load;
 mod producers;
+mod quarantine;
 mod read;
 mod retention;
+mod scrub;
 mod truncate;
 
 #[cfg(test)]
 mod compact_tests;
+#[cfg(test)]
+mod damage_tests;
 #[cfg(test)]
 mod tests;
 
@@ -33,8 +37,10 @@ pub use compact::{
 };
 pub use flush::RolledFlush;
 pub use load::RecoveryReport;
+pub use quarantine::{Quarantine, QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX};
 pub use read::FetchData;
 pub use retention::{DeletedSegment, RetentionReason, RetentionResult};
+pub use scrub::{ScrubStep, ScrubTask};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -3,8 +3,9 @@
 use bytes::Bytes;
 
 use super::Log;
-use crate::error::LogError;
-use crate::segment::Visit;
+use crate::batch::{parse_batch_at, BatchError};
+use crate::error::{Damage, LogError};
+use crate::segment::{ScanError, Visit};
 use crate::types::{Offset, TimestampOffset};
 
 /// The answer to [`Log::read`].
@@ -40,12 +41,39 @@ impl Log {
     /// first batch is returned whatever its size (KIP-74). May span segments.
     ///
     /// `start_offset` outside `[log_start_offset, log_end_offset]` is `OffsetOutOfRange`.
+    /// Batches are returned as stored, unchecked (consumers check CRCs themselves; the
+    /// scrubber covers what they read): see [`Log::read_verified`].
     pub fn read(
         &self,
         start_offset: Offset,
         max_bytes: usize,
         max_offset: Option<Offset>,
         min_one_batch: bool,
+    ) -> Result<FetchData, LogError> {
+        self.read_checked(start_offset, max_bytes, max_offset, min_one_batch, false)
+    }
+
+    /// [`Log::read`], with every returned batch validated (length, magic, CRC-32C) and the walk
+    /// to it checked: what a leader serves to a follower, which would otherwise copy damage to
+    /// another replica. A batch that fails is [`LogError::Damaged`], naming the segment and
+    /// byte position to set aside ([`Log::set_aside_damage`]).
+    pub fn read_verified(
+        &self,
+        start_offset: Offset,
+        max_bytes: usize,
+        max_offset: Option<Offset>,
+        min_one_batch: bool,
+    ) -> Result<FetchData, LogError> {
+        self.read_checked(start_offset, max_bytes, max_offset, min_one_batch, true)
+    }
+
+    fn read_checked(
+        &self,
+        start_offset: Offset,
+        max_bytes: usize,
+        max_offset: Option<Offset>,
+        min_one_batch: bool,
+        verify: bool,
     ) -> Result<FetchData, LogError> {
         let log_end_offset = self.log_end_offset();
         if start_offset < self.log_start_offset || start_offset > log_end_offset {
@@ -76,10 +104,17 @@ impl Log {
             }
             let Some((position, _)) = segment.find_batch(target).map_err(self.io_error("read"))?
             else {
+                if verify && target < segment.next_offset() {
+                    // The walk to the batch holding `target` broke on a damaged header.
+                    let end = segment
+                        .visit_batches(0, |_, _| Ok(Visit::Continue))
+                        .map_err(self.io_error("read"))?;
+                    return Err(self.damaged(segment.base_offset(), end.position, end.error));
+                }
                 continue;
             };
             let mut end = position;
-            segment
+            let walked = segment
                 .visit_batches(position, |_, header| {
                     let size = header.size_bytes().expect("stored batch has a size");
                     if !budget.admit(header.base_offset, size, end - position) {
@@ -91,9 +126,22 @@ impl Log {
                     Ok(Visit::Continue)
                 })
                 .map_err(self.io_error("read"))?;
+            if verify && walked.error.is_some() {
+                return Err(self.damaged(segment.base_offset(), walked.position, walked.error));
+            }
+            let chunk_start = budget.out.len();
             segment
                 .read_to_vec(position, (end - position) as usize, &mut budget.out)
                 .map_err(self.io_error("read"))?;
+            if verify {
+                if let Some((at, error)) = first_invalid_batch(&budget.out[chunk_start..]) {
+                    return Err(LogError::Damaged(Damage {
+                        segment: segment.base_offset(),
+                        position: position + at as u64,
+                        reason: error.to_string(),
+                    }));
+                }
+            }
             target = segment.next_offset();
         }
         Ok(FetchData {
@@ -102,6 +150,17 @@ impl Log {
             batch_count: budget.batch_count,
             log_start_offset: self.log_start_offset,
             log_end_offset,
+        })
+    }
+
+    fn damaged(&self, segment: Offset, position: u64, error: Option<ScanError>) -> LogError {
+        LogError::Damaged(Damage {
+            segment,
+            position,
+            reason: error.map_or_else(
+                || "a batch header breaks the walk through the segment".to_string(),
+                |e| e.to_string(),
+            ),
         })
     }
 
@@ -179,4 +238,17 @@ impl ReadBudget {
         }
         true
     }
+}
+
+/// The position and error of the first batch of `bytes` (whole batches, back to back) that
+/// fails validation, if any.
+fn first_invalid_batch(bytes: &[u8]) -> Option<(usize, BatchError)> {
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_batch_at(bytes, at) {
+            Ok(view) => at += view.bytes.len(),
+            Err(error) => return Some((at, error)),
+        }
+    }
+    None
 }

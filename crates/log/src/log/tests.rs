@@ -6,7 +6,7 @@ use super::*;
 use crate::batch::{parse_batches, BatchHeader};
 use crate::config::TimestampType;
 use crate::plain_batch::{build_batch, build_batch_with_timestamps};
-use crate::storage::{MemStorage, Storage};
+use crate::storage::{MemStorage, OpenMode, Storage};
 
 pub(super) const DIR: &str = "/logs/t-0";
 
@@ -691,27 +691,132 @@ fn rolled_segments_are_flushed_and_move_the_recovery_point() {
     log.check_invariants();
 }
 
-// Bit rot in the middle of the log truncates there and deletes every later segment.
+// Issue 19: bit rot in the middle of the log truncates there, but sets the damaged segment
+// (copied whole) and every later segment (moved, bytes unchanged) aside instead of deleting
+// them; the quarantine directory says what happened.
 #[test]
-fn corrupt_batch_truncates_log_and_later_segments() {
+fn corrupt_batch_truncates_log_and_sets_the_rest_aside() {
     let (storage, mut log) = new_log(small_config());
     for _ in 0..6 {
         log.append_as_leader(&records(1, 300, 0), LeaderEpoch(0), 0)
             .unwrap();
     }
     log.close(0).unwrap();
+    assert_eq!(log.segment_count(), 3);
     let second_batch = read_all(&log)[1].size_bytes().unwrap() as u64;
     drop(log);
     let seg0 = Path::new(DIR).join("00000000000000000000.log");
+    let before: Vec<(String, Vec<u8>)> = [
+        "00000000000000000000.log",
+        "00000000000000000002.log",
+        "00000000000000000004.log",
+    ]
+    .iter()
+    .map(|name| {
+        (
+            name.to_string(),
+            file_bytes(&storage, &Path::new(DIR).join(name)),
+        )
+    })
+    .collect();
     storage.corrupt_byte(&seg0, second_batch + 100).unwrap();
-    let log = open_log(&storage, small_config(), false, 0);
+    let log = open_log(&storage, small_config(), false, 77);
     assert_eq!(log.log_end_offset(), Offset(1));
     assert_eq!(log.segment_count(), 1);
     let report = log.recovery_report();
     assert_eq!(report.truncated_to, Some(Offset(1)));
-    assert_eq!(report.segments_deleted, 2);
-    assert!(report.bytes_truncated > 0);
-    assert!(report.to_string().contains("truncated"));
+    assert!(report.lost_data());
+    assert_eq!(report.torn_tail_bytes, 0, "damage is not a torn tail");
+    let quarantine = report.quarantine.clone().expect("set aside");
+    assert_eq!(
+        quarantine.path,
+        Path::new("/logs/t-0.00000000000000000001-77-quarantine")
+    );
+    assert_eq!(quarantine.from_offset, Offset(1));
+    assert_eq!(quarantine.segments, 3);
+    let later: u64 = before[1..].iter().map(|(_, b)| b.len() as u64).sum();
+    assert_eq!(
+        quarantine.bytes,
+        before[0].1.len() as u64 - second_batch + later
+    );
+    assert_eq!(report.bytes_truncated, quarantine.bytes);
+    assert!(report.to_string().contains("set aside"));
+    // Later segments moved unchanged; the damaged one copied whole, damage included.
+    for (name, bytes) in &before[1..] {
+        assert_eq!(&file_bytes(&storage, &quarantine.path.join(name)), bytes);
+        assert!(!storage.exists(&Path::new(DIR).join(name)).unwrap());
+    }
+    let copy = file_bytes(&storage, &quarantine.path.join(&before[0].0));
+    assert_eq!(copy.len(), before[0].1.len());
+    assert_ne!(copy, before[0].1, "the copy keeps the damaged byte");
+    assert_eq!(
+        Quarantine::read(&storage, &quarantine.path).as_ref(),
+        Some(&quarantine)
+    );
+    // The set-aside data survives a power loss (everything was made durable), and reopening
+    // does not set anything aside again.
+    drop(log);
+    storage.crash();
+    let log = open_log(&storage, small_config(), false, 78);
+    assert_eq!(log.log_end_offset(), Offset(1));
+    assert!(log.recovery_report().quarantine.is_none());
+    assert_eq!(
+        Quarantine::read(&storage, &quarantine.path),
+        Some(quarantine)
+    );
+}
+
+// A crash's torn tail (the last segment ends inside a batch, or in zeros) is dropped as Kafka
+// does: nothing follows it, so nothing is set aside; the replica still lost data.
+#[test]
+fn torn_tail_is_dropped_without_quarantine() {
+    let (storage, mut log) = new_log(LogConfig::default());
+    for _ in 0..3 {
+        log.append_as_leader(&records(1, 100, 0), LeaderEpoch(0), 0)
+            .unwrap();
+    }
+    log.flush(0).unwrap();
+    log.append_as_leader(&records(1, 100, 0), LeaderEpoch(0), 0)
+        .unwrap();
+    drop(log);
+    // Cut the last batch short (a torn write).
+    let seg0 = Path::new(DIR).join("00000000000000000000.log");
+    let bytes = file_bytes(&storage, &seg0);
+    let third_end = bytes.len() as u64 - read_size_of_last(&bytes);
+    let mut file = storage.open_file(&seg0, OpenMode::Existing).unwrap();
+    file.truncate(third_end + 20).unwrap();
+    drop(file);
+    let log = open_log(&storage, LogConfig::default(), false, 0);
+    assert_eq!(log.log_end_offset(), Offset(3));
+    let report = log.recovery_report();
+    assert_eq!(report.torn_tail_bytes, 20);
+    assert!(report.quarantine.is_none());
+    assert!(report.lost_data());
+    drop(log);
+    // Zeros after the last batch (the file grew, its data never reached the disk).
+    let mut file = storage.open_file(&seg0, OpenMode::Existing).unwrap();
+    file.append(&[0u8; 300]).unwrap();
+    drop(file);
+    let log = open_log(&storage, LogConfig::default(), false, 0);
+    assert_eq!(log.log_end_offset(), Offset(3));
+    assert_eq!(log.recovery_report().torn_tail_bytes, 300);
+    assert!(log.recovery_report().quarantine.is_none());
+    let parent = storage.list_dir(Path::new("/logs")).unwrap();
+    assert_eq!(parent.len(), 1, "no quarantine directory: {parent:?}");
+}
+
+fn file_bytes(storage: &MemStorage, path: &Path) -> Vec<u8> {
+    storage
+        .open_file(path, OpenMode::Existing)
+        .unwrap()
+        .read_all()
+        .unwrap()
+}
+
+/// The size of the last batch of a segment file's bytes.
+fn read_size_of_last(bytes: &[u8]) -> u64 {
+    let views = parse_batches(bytes).unwrap();
+    views.last().unwrap().bytes.len() as u64
 }
 
 // A clean reopen rebuilds a missing or garbage index instead of trusting it.

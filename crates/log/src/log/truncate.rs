@@ -2,8 +2,9 @@
 //! offset (`truncate_fully_and_start_at`), and moving the log start offset forward
 //! (`increment_log_start_offset`, DeleteRecords). Truncations are fsynced before returning.
 
+use super::quarantine::Quarantine;
 use super::Log;
-use crate::error::LogError;
+use crate::error::{Damage, LogError};
 use crate::producer_state::ProducerStates;
 use crate::types::Offset;
 
@@ -28,18 +29,29 @@ impl Log {
             .next_back()
             .expect("offset >= log start >= first segment base")
             .0;
-        self.generation += 1;
         let io_error = self.io_error("truncate");
         let segment = self.segments.get_mut(&base).expect("listed segment");
-        let (position, header) = segment
-            .find_batch(offset)
-            .map_err(io_error)?
-            .expect("a segment holds every offset between its base and the log end");
+        let Some((position, header)) = segment.find_batch(offset).map_err(io_error)? else {
+            // Every offset between the base and the log end is in the segment unless a batch
+            // header on the way was damaged since it was written.
+            let end = segment
+                .visit_batches(0, |_, _| Ok(crate::segment::Visit::Continue))
+                .map_err(self.io_error("truncate"))?;
+            return Err(LogError::Damaged(Damage {
+                segment: base,
+                position: end.position,
+                reason: end.error.map_or_else(
+                    || format!("offset {offset} is not in its segment"),
+                    |e| e.to_string(),
+                ),
+            }));
+        };
         let doomed: Vec<Offset> = self
             .segments
             .range(base.next()..)
             .map(|(b, _)| *b)
             .collect();
+        self.generation += 1;
         for later in doomed {
             let segment = self.segments.remove(&later).expect("listed segment");
             segment
@@ -47,10 +59,76 @@ impl Log {
                 .map_err(self.io_error("delete segment"))?;
             self.dir_unsynced = true;
         }
+        self.truncate_segment_at(base, position, header.base_offset, now_ms)?;
+        tracing::info!(dir = %self.dir.display(), requested = %offset,
+            log_end_offset = %self.log_end_offset(), "truncated log");
+        Ok(true)
+    }
+
+    /// Sets aside the damage a verified read or the scrubber found ([`crate::Log::read_verified`],
+    /// [`crate::ScrubTask`]): the log then ends before the damaged batch, the damaged segment is
+    /// copied and every later segment moved into a quarantine directory (never deleted), and
+    /// the truncation is durable. `None` if the damage is no longer in the log (the segment was
+    /// deleted, truncated or compacted since it was found): nothing changes then.
+    pub fn set_aside_damage(
+        &mut self,
+        damage: &Damage,
+        now_ms: i64,
+    ) -> Result<Option<Quarantine>, LogError> {
+        let Some(segment) = self.segments.get(&damage.segment) else {
+            return Ok(None);
+        };
+        if damage.position >= segment.size_bytes() {
+            return Ok(None);
+        }
+        let io_error = self.io_error("find damaged batch");
+        let Some(cut) = segment
+            .offset_at_position(damage.position)
+            .map_err(io_error)?
+        else {
+            // Not a batch boundary of this segment as it is now: it changed since.
+            return Ok(None);
+        };
+        self.generation += 1;
+        let quarantine =
+            self.quarantine_from(damage.segment, damage.position, cut, &damage.reason, now_ms)?;
+        if self.segments.contains_key(&damage.segment) {
+            self.truncate_segment_at(damage.segment, damage.position, cut, now_ms)?;
+        } else {
+            // Moved whole: the log ends where the previous segment ends.
+            self.flush(now_ms)?;
+            let log_end_offset = self.log_end_offset();
+            let changed = self.epochs.truncate_from_end(log_end_offset);
+            self.save_epochs_if(changed)?;
+            self.load_producer_state()?;
+            self.check_invariants();
+        }
+        if self.log_start_offset > self.log_end_offset() {
+            // Everything from the log start on was damaged.
+            let start = self.log_start_offset;
+            self.truncate_fully_and_start_at(start)?;
+        }
+        Ok(Some(quarantine))
+    }
+
+    /// Cuts segment `base` at byte `position` (a batch boundary; `next_offset` the offset after
+    /// the batches before it), the last segment now, and settles everything that depends on
+    /// the log end: flush, epoch cache, producer state, cleaner offset.
+    fn truncate_segment_at(
+        &mut self,
+        base: Offset,
+        position: u64,
+        next_offset: Offset,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        assert!(
+            self.segments.range(base.next()..).next().is_none(),
+            "the segment cut is the last one"
+        );
         let io_error = self.io_error("truncate");
         let segment = self.segments.get_mut(&base).expect("listed segment");
         segment
-            .truncate_to(position, header.base_offset, now_ms)
+            .truncate_to(position, next_offset, now_ms)
             .map_err(io_error)?;
         // Flush everything: the truncation and the surviving prefix become durable, and the
         // recovery point is exact (the log end offset), never stale above it.
@@ -63,9 +141,8 @@ impl Log {
             self.set_cleaner_offset(log_end_offset, self.delete_horizon_ms)?;
         }
         self.sync_dir_if_needed()?;
-        tracing::info!(dir = %self.dir.display(), requested = %offset, %log_end_offset, "truncated log");
         self.check_invariants();
-        Ok(true)
+        Ok(())
     }
 
     /// Deletes every segment and starts an empty log at `offset`: log start offset, log end

@@ -233,6 +233,21 @@ impl Segment {
         allow_gaps: bool,
         check: Check,
     ) -> io::Result<SegmentRecovery> {
+        let found = self.recover_scan(now_ms, allow_gaps, check)?;
+        self.truncate_after_recovery(found.bytes_valid)?;
+        Ok(found)
+    }
+
+    /// [`Segment::recover`] without the truncation: validates and re-indexes the good prefix and
+    /// reports where it ends, leaving the bytes after it in the file so that the caller can set
+    /// them aside first ([`Segment::truncate_after_recovery`] then cuts them). Until then the
+    /// derived state (next offset, indexes) describes only the good prefix.
+    pub fn recover_scan(
+        &mut self,
+        now_ms: i64,
+        allow_gaps: bool,
+        check: Check,
+    ) -> io::Result<SegmentRecovery> {
         let indexer = &mut self.indexer;
         indexer.reset()?;
         let mut batches = 0u64;
@@ -261,11 +276,6 @@ impl Segment {
             },
         )?;
         let bytes_truncated = self.size_bytes - end.position;
-        if bytes_truncated > 0 {
-            self.log_file.truncate(end.position)?;
-            self.size_bytes = end.position;
-            self.durable_bytes = self.durable_bytes.min(end.position);
-        }
         self.roll_timestamp_ms = self.first_batch_roll_timestamp(now_ms)?;
         Ok(SegmentRecovery {
             batches,
@@ -273,6 +283,42 @@ impl Segment {
             bytes_truncated,
             error: end.error,
         })
+    }
+
+    /// Cuts the file after a [`Segment::recover_scan`] that ended at `position`.
+    pub fn truncate_after_recovery(&mut self, position: u64) -> io::Result<()> {
+        assert!(
+            position <= self.size_bytes,
+            "recovery ends inside the segment"
+        );
+        if position < self.size_bytes {
+            self.log_file.truncate(position)?;
+            self.size_bytes = position;
+            self.durable_bytes = self.durable_bytes.min(position);
+        }
+        Ok(())
+    }
+
+    /// Whether every byte from `position` to the end of the file is zero: the tail a crash
+    /// leaves when the file grew but its data never reached the disk.
+    pub fn is_zero_from(&self, position: u64) -> io::Result<bool> {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut at = position;
+        while at < self.size_bytes {
+            let len = usize::try_from((self.size_bytes - at).min(buf.len() as u64))
+                .expect("bounded by the buffer");
+            self.log_file.read_exact_at(at, &mut buf[..len])?;
+            if buf[..len].iter().any(|b| *b != 0) {
+                return Ok(false);
+            }
+            at += len as u64;
+        }
+        Ok(true)
+    }
+
+    /// The path of the segment's log file.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
     }
 
     /// Whether the segment must roll before appending `append_bytes` bytes ending at
@@ -382,6 +428,34 @@ impl Segment {
                 } else {
                     Ok(Visit::Continue)
                 }
+            },
+        )?;
+        Ok(found)
+    }
+
+    /// The offset after the batches that end exactly at byte `position` (the segment's base
+    /// offset at 0); `None` if `position` is not a batch boundary reached by walking the
+    /// headers from the start.
+    pub fn offset_at_position(&self, position: u64) -> io::Result<Option<Offset>> {
+        if position == 0 {
+            return Ok(Some(self.base_offset));
+        }
+        let mut found = None;
+        scan_batches(
+            self.log_file.as_ref(),
+            self.size_bytes,
+            0,
+            Check::HeaderOnly,
+            |at, header| {
+                let end = at + header.size_bytes().expect("scanned batch has a size") as u64;
+                if end == position {
+                    found = Some(header.next_offset());
+                }
+                Ok(if end >= position {
+                    Visit::Stop
+                } else {
+                    Visit::Continue
+                })
             },
         )?;
         Ok(found)

@@ -1,0 +1,217 @@
+//! Issue 19: damage found while the log is open — by a verified read (what a leader serves to a
+//! follower) or by the scrubber walking closed segments — is reported with its segment and
+//! position, and setting it aside ends the log before the damaged batch while the damaged
+//! segment (copied) and every later one (moved) are kept in a quarantine directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::tests::{open_log, DIR};
+use super::*;
+use crate::error::Damage;
+use crate::plain_batch::build_batch;
+use crate::storage::{MemStorage, OpenMode, Storage};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 64,
+        retention_ms: None,
+        ..LogConfig::default()
+    }
+}
+
+/// A log of `batches` one-record batches of 300 bytes: two per 1 KiB segment.
+fn filled(batches: usize) -> (MemStorage, Log) {
+    let storage = MemStorage::new();
+    let mut log = open_log(&storage, config(), true, 0);
+    for _ in 0..batches {
+        log.append_as_leader(
+            &build_batch(&[(None, &[b'v'; 300][..])], 0),
+            LeaderEpoch(0),
+            0,
+        )
+        .unwrap();
+    }
+    (storage, log)
+}
+
+fn segment_path(base: i64) -> PathBuf {
+    Path::new(DIR).join(format!("{base:020}.log"))
+}
+
+/// The size of the first batch of segment `base`.
+fn first_batch_size(storage: &MemStorage, base: i64) -> u64 {
+    let bytes = storage
+        .open_file(&segment_path(base), OpenMode::Existing)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    crate::batch::parse_batch_at(&bytes, 0).unwrap().bytes.len() as u64
+}
+
+// A verified read returns the damage (segment and position of the bad batch); a plain read
+// (the consumer path) returns the bytes as stored.
+#[test]
+fn verified_read_reports_the_damaged_batch() {
+    let (storage, log) = filled(6);
+    let second = first_batch_size(&storage, 2);
+    storage
+        .corrupt_byte(&segment_path(2), second + 120)
+        .unwrap();
+    let plain = log.read(Offset(0), usize::MAX, None, true).unwrap();
+    assert_eq!(plain.batch_count, 6);
+    match log.read_verified(Offset(0), usize::MAX, None, true) {
+        Err(LogError::Damaged(damage)) => {
+            assert_eq!(damage.segment, Offset(2));
+            assert_eq!(damage.position, second);
+            assert!(damage.reason.contains("crc"), "{}", damage.reason);
+        }
+        other => panic!("expected damage, got {other:?}"),
+    }
+    // Reads that stop before the damaged batch are served.
+    let before = log
+        .read_verified(Offset(0), usize::MAX, Some(Offset(3)), true)
+        .unwrap();
+    assert_eq!(before.batch_count, 3);
+    assert!(LogError::Damaged(Damage {
+        segment: Offset(0),
+        position: 0,
+        reason: String::new()
+    })
+    .kafka_error_code()
+    .is_some_and(|c| c == 56));
+}
+
+// A damaged length field breaks the walk to the fetched batch: that is damage too, not an
+// empty answer that a follower would retry forever.
+#[test]
+fn verified_read_reports_a_broken_header_walk() {
+    let (storage, log) = filled(6);
+    // The length field of segment 2's first batch (bytes 8..12).
+    storage.corrupt_byte(&segment_path(2), 9).unwrap();
+    // Offset 3 is found through the index without walking the damaged header.
+    assert_eq!(
+        log.read_verified(Offset(3), usize::MAX, None, true)
+            .unwrap()
+            .batch_count,
+        3
+    );
+    match log.read_verified(Offset(2), usize::MAX, None, true) {
+        Err(LogError::Damaged(damage)) => {
+            assert_eq!((damage.segment, damage.position), (Offset(2), 0));
+        }
+        other => panic!("expected damage, got {other:?}"),
+    }
+}
+
+// Setting damage aside: the log ends before the damaged batch (durably: a power loss keeps
+// the cut), the damaged segment is copied whole, later segments move, appends go on.
+#[test]
+fn set_aside_damage_cuts_the_log_and_keeps_the_rest() {
+    let (storage, mut log) = filled(6);
+    let second = first_batch_size(&storage, 2);
+    storage
+        .corrupt_byte(&segment_path(2), second + 120)
+        .unwrap();
+    let damage = match log.read_verified(Offset(0), usize::MAX, None, true) {
+        Err(LogError::Damaged(damage)) => damage,
+        other => panic!("expected damage, got {other:?}"),
+    };
+    let later = storage
+        .open_file(&segment_path(4), OpenMode::Existing)
+        .unwrap()
+        .read_all()
+        .unwrap();
+    let quarantine = log
+        .set_aside_damage(&damage, 500)
+        .unwrap()
+        .expect("set aside");
+    assert_eq!(log.log_end_offset(), Offset(3));
+    assert_eq!(log.recovery_point(), Offset(3));
+    assert_eq!(quarantine.from_offset, Offset(3));
+    assert_eq!(quarantine.segments, 2);
+    let moved = storage
+        .open_file(
+            &quarantine.path.join("00000000000000000004.log"),
+            OpenMode::Existing,
+        )
+        .unwrap()
+        .read_all()
+        .unwrap();
+    assert_eq!(moved, later);
+    assert!(storage
+        .exists(&quarantine.path.join("00000000000000000002.log"))
+        .unwrap());
+    // The same finding again (a second follower read it before the cut): nothing to do.
+    assert_eq!(log.set_aside_damage(&damage, 501).unwrap(), None);
+    let info = log
+        .append_as_leader(&build_batch(&[(None, b"next")], 0), LeaderEpoch(1), 600)
+        .unwrap();
+    assert_eq!(info.first_offset, Offset(3));
+    assert!(log.read_verified(Offset(0), usize::MAX, None, true).is_ok());
+    drop(log);
+    storage.crash();
+    let log = open_log(&storage, config(), false, 700);
+    assert!(log.log_end_offset() >= Offset(3));
+    assert!(
+        log.recovery_report().quarantine.is_none(),
+        "the cut was durable"
+    );
+}
+
+// The scrubber walks closed segments only, in steps, and finds a flipped bit nobody read.
+#[test]
+fn scrub_finds_damage_in_a_closed_segment() {
+    let (storage, log) = filled(7);
+    assert_eq!(log.segment_count(), 4);
+    let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+    // Clean log: three closed segments, each walked to the end in small steps.
+    let mut after = None;
+    let mut scrubbed = Vec::new();
+    while let Some(mut task) = log.plan_scrub(after) {
+        let mut steps = 0;
+        loop {
+            steps += 1;
+            match task.step(dyn_storage.as_ref(), 1).unwrap() {
+                ScrubStep::Progress { bytes } => assert!(bytes > 0),
+                ScrubStep::Done { .. } => break,
+                ScrubStep::Damaged(d) => panic!("clean log damaged: {d:?}"),
+            }
+        }
+        assert_eq!(steps, 2, "one batch per step");
+        assert!(log.scrub_finding_applies(&task));
+        scrubbed.push(task.segment());
+        after = Some(task.segment());
+    }
+    assert_eq!(
+        scrubbed,
+        vec![Offset(0), Offset(2), Offset(4)],
+        "never the active segment"
+    );
+    storage.corrupt_byte(&segment_path(4), 200).unwrap();
+    let mut task = log.plan_scrub(Some(Offset(2))).unwrap();
+    let found = loop {
+        match task.step(dyn_storage.as_ref(), 1 << 20).unwrap() {
+            ScrubStep::Progress { .. } => {}
+            ScrubStep::Done { .. } => panic!("damage not found"),
+            ScrubStep::Damaged(d) => break d,
+        }
+    };
+    assert_eq!((found.segment, found.position), (Offset(4), 0));
+    assert!(log.scrub_finding_applies(&task));
+}
+
+// A truncation, retention or damage set aside since the plan makes a finding stale.
+#[test]
+fn scrub_finding_is_stale_after_the_log_changed() {
+    let (storage, mut log) = filled(7);
+    let dyn_storage: Arc<dyn Storage> = Arc::new(storage.clone());
+    let mut task = log.plan_scrub(None).unwrap();
+    assert!(matches!(
+        task.step(dyn_storage.as_ref(), 1 << 20).unwrap(),
+        ScrubStep::Done { .. }
+    ));
+    log.truncate_to(Offset(5), 0).unwrap();
+    assert!(!log.scrub_finding_applies(&task));
+}
