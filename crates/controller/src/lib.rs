@@ -134,8 +134,9 @@ pub mod types;
 
 pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
-    ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse, Output,
-    ProducerIdBlock, RegisterBrokerRequest, RegisterBrokerResponse, PRODUCER_ID_BLOCK_SIZE,
+    ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
+    LostReplica, LostReplicaReason, Output, ProducerIdBlock, RegisterBrokerRequest,
+    RegisterBrokerResponse, LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

@@ -40,6 +40,7 @@ fn heartbeat(c: &mut Controller, b: i32, now: u64, shutdown: bool) -> HeartbeatR
         current_metadata_offset: c.image().last_applied(),
         want_fence: false,
         want_shutdown: shutdown,
+        lost_replicas: Vec::new(),
     };
     let out = c.heartbeat(&req, now);
     commit(c, out).expect("heartbeat accepted")
@@ -84,6 +85,7 @@ fn broker_epoch_is_the_registration_offset_and_brokers_start_fenced() {
         current_metadata_offset: Some(MetadataOffset(reg.registered_at.0 - 1)),
         want_fence: false,
         want_shutdown: false,
+        lost_replicas: Vec::new(),
     };
     let out = c.heartbeat(&behind, 1);
     assert!(out.records.is_empty());

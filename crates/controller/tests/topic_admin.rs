@@ -42,6 +42,7 @@ fn cluster(n: i32, partitions: u32, rf: usize) -> Controller {
                 current_metadata_offset: c.image().last_applied(),
                 want_fence: false,
                 want_shutdown: false,
+                lost_replicas: Vec::new(),
             },
             0,
         );

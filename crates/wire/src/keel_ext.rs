@@ -18,6 +18,9 @@
 //! DescribeTopicPartitionsResponse v0 Topics[i].Partitions[j]
 //!   tag 10000  KeelStatus int8, Waiting [int32] (compact array)
 //!                                       what a leaderless partition waits for ([`PartitionStatusCode`])
+//! BrokerHeartbeatRequest v0+ (top level)
+//!   tag 10000  LostReplicas [TopicId uuid, Partition int32, PartitionEpoch int32, Reason int8]
+//!                                       replicas the running broker lost ([`LostReplicaEntry`])
 //! ```
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -30,6 +33,9 @@ pub const RECOVERY_MODE_TAG: i32 = KEEL_TAG_BASE;
 pub const DESIRED_LEADERS_TAG: i32 = KEEL_TAG_BASE;
 /// `DescribeTopicPartitionsResponse...Partitions[].KeelStatus`.
 pub const PARTITION_STATUS_TAG: i32 = KEEL_TAG_BASE;
+
+/// `BrokerHeartbeatRequest.LostReplicas`.
+pub const LOST_REPLICAS_TAG: i32 = KEEL_TAG_BASE;
 
 /// ElectLeaders' `ErrorMessage` for a partition where an unclean election started KIP-966's
 /// unclean recovery instead of electing at once (error code 0; the leader follows when the
@@ -236,8 +242,102 @@ impl PartitionStatusCode {
     }
 }
 
+/// One entry of `BrokerHeartbeatRequest.LostReplicas`: a replica the running broker lost
+/// (issue 19), with the partition epoch of the state it saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostReplicaEntry {
+    /// The topic id.
+    pub topic_id: uuid::Uuid,
+    /// The partition index.
+    pub partition: i32,
+    /// The partition epoch in the broker's image.
+    pub partition_epoch: i32,
+    /// 0 = damaged data set aside, 1 = its log directory failed.
+    pub reason: i8,
+}
+
+/// Bytes of one encoded [`LostReplicaEntry`].
+const LOST_REPLICA_ENTRY_BYTES: usize = 16 + 4 + 4 + 1;
+
+/// `LostReplicas` as a tagged field's bytes.
+pub fn encode_lost_replicas(entries: &[LostReplicaEntry]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(5 + entries.len() * LOST_REPLICA_ENTRY_BYTES);
+    put_uvarint(&mut buf, entries.len() as u64 + 1);
+    for e in entries {
+        buf.put_slice(e.topic_id.as_bytes());
+        buf.put_i32(e.partition);
+        buf.put_i32(e.partition_epoch);
+        buf.put_i8(e.reason);
+    }
+    buf.freeze()
+}
+
+/// `LostReplicas` from a tagged field's bytes; at most `max` entries are accepted.
+pub fn decode_lost_replicas(bytes: &Bytes, max: usize) -> Result<Vec<LostReplicaEntry>, ExtError> {
+    let tag = LOST_REPLICAS_TAG;
+    let mut buf = bytes.clone();
+    let n = get_uvarint(&mut buf, tag)?;
+    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "null array",
+        });
+    };
+    if n > max.min(ARRAY_MAX) {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "more entries than allowed",
+        });
+    }
+    if buf.remaining() != n * LOST_REPLICA_ENTRY_BYTES {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "array length does not match the field",
+        });
+    }
+    let mut entries = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut id = [0u8; 16];
+        buf.copy_to_slice(&mut id);
+        entries.push(LostReplicaEntry {
+            topic_id: uuid::Uuid::from_bytes(id),
+            partition: buf.get_i32(),
+            partition_epoch: buf.get_i32(),
+            reason: buf.get_i8(),
+        });
+    }
+    Ok(entries)
+}
+
 #[cfg(test)]
 mod tests {
+
+    // LostReplicas round-trips, and hostile counts or lengths are refused before allocating.
+    #[test]
+    fn lost_replicas_round_trip_and_bounds() {
+        let entries = vec![
+            LostReplicaEntry {
+                topic_id: uuid::Uuid::from_u128(7),
+                partition: 3,
+                partition_epoch: 12,
+                reason: 0,
+            },
+            LostReplicaEntry {
+                topic_id: uuid::Uuid::from_u128(9),
+                partition: 0,
+                partition_epoch: 1,
+                reason: 1,
+            },
+        ];
+        let bytes = encode_lost_replicas(&entries);
+        assert_eq!(decode_lost_replicas(&bytes, 10), Ok(entries.clone()));
+        assert!(decode_lost_replicas(&bytes, 1).is_err(), "over the bound");
+        let mut hostile = BytesMut::new();
+        put_uvarint(&mut hostile, u64::from(u32::MAX));
+        assert!(decode_lost_replicas(&hostile.freeze(), usize::MAX).is_err());
+        let short = bytes.slice(..bytes.len() - 1);
+        assert!(decode_lost_replicas(&short, 10).is_err());
+    }
     use super::*;
     use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
     use kafka_protocol::messages::{ElectLeadersRequest, TopicName};

@@ -22,7 +22,10 @@ use crate::records::{
     BrokerRegistrationChangeRecord, BrokerStateChange, Listener, Record, RegisterBrokerRecord,
     UnregisterBrokerRecord,
 };
-use crate::types::{BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset};
+use crate::types::{
+    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, PartitionEpoch,
+    TopicPartition,
+};
 
 use super::{Batch, Controller, Output};
 
@@ -54,8 +57,36 @@ pub struct RegisterBrokerResponse {
     pub clean_shutdown: bool,
 }
 
+/// Most lost replicas one heartbeat may report; the rest of a longer list is ignored (the
+/// broker reports at most this many at a time and the rest in its next heartbeats).
+pub const LOST_REPLICAS_PER_HEARTBEAT_MAX: usize = 10_000;
+
+/// Why a running broker reports one of its replicas as lost (issue 19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LostReplicaReason {
+    /// Its log held a batch that failed validation; the broker set everything from it aside
+    /// and truncated there: the replica lacks records it had.
+    Damaged,
+    /// Its log directory failed (EIO, ENOSPC, read-only, a failed fsync): nothing of it can be
+    /// served or trusted until the broker restarts (KIP-858's offline log directory).
+    DirectoryOffline,
+}
+
+/// A replica a running broker reports as having lost data, with the partition epoch of the
+/// state it saw: a report about an older state of the partition is ignored (the broker
+/// reports again with the state it sees now, if the replica is still in the ISR or ELR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct LostReplica {
+    /// The partition.
+    pub partition: TopicPartition,
+    /// Its partition epoch in the broker's image.
+    pub partition_epoch: PartitionEpoch,
+    /// Why.
+    pub reason: LostReplicaReason,
+}
+
 /// A `BrokerHeartbeat` request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HeartbeatRequest {
     /// The broker.
     pub broker: BrokerId,
@@ -67,6 +98,8 @@ pub struct HeartbeatRequest {
     pub want_fence: bool,
     /// It wants to shut down.
     pub want_shutdown: bool,
+    /// Replicas it lost while running (Keel's heartbeat extension; empty from Kafka brokers).
+    pub lost_replicas: Vec<LostReplica>,
 }
 
 /// The answer to a heartbeat (as it will be once the records are replayed).
@@ -200,6 +233,7 @@ impl Controller {
             )));
         }
         self.sessions.insert(req.broker, now_ms);
+        self.lost_replicas_into(&mut batch, req.broker, &req.lost_replicas, now_ms);
         let mut should_shut_down = false;
         match broker.state {
             BrokerState::Fenced => {
@@ -235,6 +269,36 @@ impl Controller {
             in_controlled_shutdown: state == Some(BrokerState::ControlledShutdown),
             should_shut_down,
         }))
+    }
+
+    /// Replicas a running broker lost (damage set aside, a failed log directory) leave the ISR
+    /// and ELR exactly as after an unclean shutdown of that one replica (KIP-966: a replica
+    /// that lost data is not clean; into LastKnownELR; leadership moves to a clean ISR or ELR
+    /// member, or the strategy decides). A failed directory's replicas also lose their
+    /// directory assignment (KIP-858). Reports about an older partition state, or about a
+    /// replica already out of the ISR and ELR, change nothing.
+    fn lost_replicas_into(
+        &mut self,
+        batch: &mut Batch,
+        broker: BrokerId,
+        lost: &[LostReplica],
+        now_ms: u64,
+    ) {
+        for report in lost.iter().take(LOST_REPLICAS_PER_HEARTBEAT_MAX) {
+            let Some(p) = batch.partition(report.partition) else {
+                continue;
+            };
+            let eligible =
+                p.isr.contains(&broker) || p.elr.contains(&broker) || p.leader == Some(broker);
+            if p.partition_epoch != report.partition_epoch || !eligible || !p.is_replica(broker) {
+                continue;
+            }
+            let change = ProposedChange::UncleanShutdown {
+                broker,
+                lost_directory: report.reason == LostReplicaReason::DirectoryOffline,
+            };
+            self.change(batch, report.partition, &change, now_ms);
+        }
     }
 
     /// Fences brokers whose session expired, re-runs elections of leaderless partitions and

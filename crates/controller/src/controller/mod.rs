@@ -19,7 +19,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub use elections::{ElectionOutcome, ElectionResult, ElectionType};
 pub use membership::{
-    HeartbeatRequest, HeartbeatResponse, RegisterBrokerRequest, RegisterBrokerResponse,
+    HeartbeatRequest, HeartbeatResponse, LostReplica, LostReplicaReason, RegisterBrokerRequest,
+    RegisterBrokerResponse, LOST_REPLICAS_PER_HEARTBEAT_MAX,
 };
 pub use partitions::{ConfigChange, CreatePartitionsRequest, CreateTopicRequest};
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};

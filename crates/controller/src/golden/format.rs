@@ -157,6 +157,18 @@ pub enum Event {
         /// The broker.
         broker: i32,
     },
+    /// The running broker reports its replica lost (issue 19): damage set aside, or with
+    /// `offline` its log directory failed; about `partition_epoch` (default: the current one).
+    LoseReplica {
+        /// The broker.
+        broker: i32,
+        /// Whether the directory failed (otherwise: damage set aside).
+        #[serde(default)]
+        offline: bool,
+        /// The partition epoch the broker saw.
+        #[serde(default)]
+        partition_epoch: Option<i32>,
+    },
     /// `min.insync.replicas` changes (cluster config).
     SetMinIsr {
         /// The new value.
@@ -218,6 +230,7 @@ impl Event {
             Event::CleanRegister { .. } => "clean_register",
             Event::UncleanRegister { .. } => "unclean_register",
             Event::DirectoryChange { .. } => "directory_change",
+            Event::LoseReplica { .. } => "lose_replica",
             Event::SetMinIsr { .. } => "set_min_isr",
             Event::ElectPreferred => "elect_preferred",
             Event::ElectUnclean { .. } => "elect_unclean",

@@ -12,8 +12,8 @@ use crate::config::{
     UNCLEAN_RECOVERY_STRATEGY,
 };
 use crate::controller::{
-    Controller, ControllerConfig, ElectionOutcome, ElectionType, HeartbeatRequest, Output,
-    RegisterBrokerRequest,
+    Controller, ControllerConfig, ElectionOutcome, ElectionType, HeartbeatRequest, LostReplica,
+    LostReplicaReason, Output, RegisterBrokerRequest,
 };
 use crate::errors::ErrorCode;
 use crate::image::BrokerState;
@@ -297,6 +297,44 @@ impl Harness {
             current_metadata_offset: self.controller.image().last_applied(),
             want_fence: false,
             want_shutdown,
+            lost_replicas: Vec::new(),
+        };
+        let output = self.controller.heartbeat(&req, self.now_ms);
+        let (response, records, commands) = self.commit(output)?;
+        let mut outcome = Harness::outcome(records, commands);
+        outcome.error = response.err().map(|e| e.code);
+        Ok(outcome)
+    }
+
+    /// `broker` heartbeats reporting that its replica lost data while running (issue 19): its
+    /// log held damage it set aside (`offline` false) or its log directory failed. The report
+    /// names `partition_epoch` (default: the partition's current one).
+    pub fn lose_replica(
+        &mut self,
+        broker: BrokerId,
+        offline: bool,
+        partition_epoch: Option<i32>,
+    ) -> Result<StepOutcome, String> {
+        let current = self
+            .controller
+            .image()
+            .partition(self.tp)
+            .map_or(0, |p| p.partition_epoch.0);
+        let req = HeartbeatRequest {
+            broker,
+            broker_epoch: self.epoch(broker).unwrap_or(BrokerEpoch(-1)),
+            current_metadata_offset: self.controller.image().last_applied(),
+            want_fence: false,
+            want_shutdown: false,
+            lost_replicas: vec![LostReplica {
+                partition: self.tp,
+                partition_epoch: PartitionEpoch(partition_epoch.unwrap_or(current)),
+                reason: if offline {
+                    LostReplicaReason::DirectoryOffline
+                } else {
+                    LostReplicaReason::Damaged
+                },
+            }],
         };
         let output = self.controller.heartbeat(&req, self.now_ms);
         let (response, records, commands) = self.commit(output)?;
@@ -323,6 +361,7 @@ impl Harness {
                 current_metadata_offset: self.controller.image().last_applied(),
                 want_fence: false,
                 want_shutdown: false,
+                lost_replicas: Vec::new(),
             };
             let output = self.controller.heartbeat(&req, self.now_ms);
             let (_, more, _) = self.commit(output)?;

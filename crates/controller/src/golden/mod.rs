@@ -263,6 +263,11 @@ fn apply(h: &mut Harness, event: &Event) -> Result<StepOutcome, String> {
         Event::CleanRegister { broker } => h.register(BrokerId(*broker), true, false),
         Event::UncleanRegister { broker } => h.register(BrokerId(*broker), false, false),
         Event::DirectoryChange { broker } => h.register(BrokerId(*broker), true, true),
+        Event::LoseReplica {
+            broker,
+            offline,
+            partition_epoch,
+        } => h.lose_replica(BrokerId(*broker), *offline, *partition_epoch),
         Event::SetMinIsr { min_isr } => h.set_min_isr(*min_isr),
         Event::ElectPreferred => h.elect(crate::ElectionType::Preferred),
         Event::ElectUnclean { mode } => {

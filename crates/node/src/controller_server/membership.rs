@@ -9,16 +9,27 @@
 //!
 //! Heartbeat: `CurrentMetadataOffset` is the offset of the last metadata record the broker
 //! applied (-1 = none); `IsCaughtUp` is Kafka's `currentMetadataOffset >= offset of the
-//! broker's RegisterBroker record`, which is also the unfencing condition. `OfflineLogDirs` (v1)
-//! is not acted on yet (logged).
+//! broker's RegisterBroker record`, which is also the unfencing condition. Replicas the broker
+//! lost while running (damage set aside, a failed log directory — issue 19) arrive in Keel's
+//! `LostReplicas` tag ([`keel_wire::keel_ext`]) and leave the ISR and ELR like an unclean
+//! shutdown of that replica; `OfflineLogDirs` (v1, KIP-858) names the failed directories and
+//! is only logged (the lost replicas carry what the controller acts on: it does not know
+//! which directory a broker put each replica in).
 
 use keel_controller::records::Listener;
-use keel_controller::types::{BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset};
-use keel_controller::{HeartbeatRequest, RegisterBrokerRequest};
+use keel_controller::types::{
+    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, PartitionEpoch, TopicId,
+    TopicPartition,
+};
+use keel_controller::{
+    HeartbeatRequest, LostReplica, LostReplicaReason, RegisterBrokerRequest,
+    LOST_REPLICAS_PER_HEARTBEAT_MAX,
+};
 use keel_wire::kafka_protocol::messages::{
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerRegistrationRequest,
     BrokerRegistrationResponse,
 };
+use keel_wire::keel_ext;
 use keel_wire::ResponseError;
 use tracing::{info, warn};
 use uuid::Uuid;
@@ -126,12 +137,13 @@ pub(super) async fn heartbeat(
     req: BrokerHeartbeatRequest,
 ) -> Result<BrokerHeartbeatResponse, CallError> {
     if !req.offline_log_dirs.is_empty() {
-        warn!(
+        tracing::debug!(
             broker = req.broker_id.0,
             offline = ?req.offline_log_dirs,
-            "offline log directories reported; not acted on yet"
+            "offline log directories reported"
         );
     }
+    let lost_replicas = lost_replicas(&req);
     let request = HeartbeatRequest {
         broker: BrokerId(req.broker_id.0),
         broker_epoch: BrokerEpoch(req.broker_epoch),
@@ -139,6 +151,7 @@ pub(super) async fn heartbeat(
             .then_some(MetadataOffset(req.current_metadata_offset)),
         want_fence: req.want_fence,
         want_shutdown: req.want_shut_down,
+        lost_replicas,
     };
     let (result, caught_up) = handle
         .call(move |s| {
@@ -167,6 +180,39 @@ pub(super) async fn heartbeat(
             .with_is_fenced(true)
             .with_should_shut_down(false),
     })
+}
+
+/// The `LostReplicas` a heartbeat carries (none if the tag is absent; a malformed field is
+/// logged and ignored, entries with an unknown reason or a negative partition are skipped).
+fn lost_replicas(req: &BrokerHeartbeatRequest) -> Vec<LostReplica> {
+    let Some(bytes) = req.unknown_tagged_fields.get(&keel_ext::LOST_REPLICAS_TAG) else {
+        return Vec::new();
+    };
+    let entries = match keel_ext::decode_lost_replicas(bytes, LOST_REPLICAS_PER_HEARTBEAT_MAX) {
+        Ok(entries) => entries,
+        Err(e) => {
+            warn!(broker = req.broker_id.0, error = %e, "ignoring a malformed LostReplicas field");
+            return Vec::new();
+        }
+    };
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let reason = match e.reason {
+                0 => LostReplicaReason::Damaged,
+                1 => LostReplicaReason::DirectoryOffline,
+                _ => return None,
+            };
+            Some(LostReplica {
+                partition: TopicPartition::new(
+                    TopicId(e.topic_id),
+                    u32::try_from(e.partition).ok()?,
+                ),
+                partition_epoch: PartitionEpoch(e.partition_epoch),
+                reason,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
