@@ -160,6 +160,15 @@ pub struct BrokerConfig {
     /// `log.cleaner.dedupe.buffer.size`: memory budget of one pass's key → offset map; default
     /// 134217728 (128 MiB).
     pub log_cleaner_dedupe_buffer_size: u64,
+    /// `log.scrub.enable` (Keel): validate every batch of closed segments in the background;
+    /// default true.
+    pub log_scrub_enable: bool,
+    /// `log.scrub.interval.ms` (Keel): a scrub pass over every hosted partition starts at most
+    /// this often; default 86400000 (1 day).
+    pub log_scrub_interval_ms: u64,
+    /// `log.scrub.bytes.per.second` (Keel): the scrubber's read rate; default 52428800
+    /// (50 MiB/s).
+    pub log_scrub_bytes_per_second: u64,
     /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten by the
     /// partitions it wrote to; default 86400000 (1 day).
     pub producer_id_expiration_ms: u64,
@@ -258,6 +267,9 @@ const BROKER_KEYS: &[&str] = &[
     "log.cleaner.enable",
     "log.cleaner.backoff.ms",
     "log.cleaner.dedupe.buffer.size",
+    "log.scrub.enable",
+    "log.scrub.interval.ms",
+    "log.scrub.bytes.per.second",
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
     "offsets.topic.num.partitions",
@@ -440,6 +452,19 @@ impl BrokerConfig {
                 .map_or(Ok(true), |v| parse_bool("log.cleaner.enable", v))?,
             log_cleaner_backoff_ms: num("log.cleaner.backoff.ms", 15_000)?,
             log_cleaner_dedupe_buffer_size: num("log.cleaner.dedupe.buffer.size", 134_217_728)?,
+            log_scrub_enable: get("log.scrub.enable")
+                .map_or(Ok(true), |v| parse_bool("log.scrub.enable", v))?,
+            log_scrub_interval_ms: num("log.scrub.interval.ms", 86_400_000)?,
+            log_scrub_bytes_per_second: match num("log.scrub.bytes.per.second", 52_428_800)? {
+                0 => {
+                    return Err(ConfigError::InvalidValue {
+                        key: "log.scrub.bytes.per.second".into(),
+                        value: "0".into(),
+                        reason: "must be at least 1".into(),
+                    })
+                }
+                rate => rate,
+            },
             producer_id_expiration_ms: num("producer.id.expiration.ms", 86_400_000)?,
             producer_id_expiration_check_interval_ms: num(
                 "producer.id.expiration.check.interval.ms",

@@ -6,7 +6,7 @@
 //! across an `.await`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use keel_log::{Log, LogError, Offset, TopicPartition};
@@ -55,6 +55,38 @@ impl Replica {
     }
 }
 
+/// Whether the replica's storage can be trusted (issue 19).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageHealth {
+    /// Nothing wrong found.
+    Healthy,
+    /// Damage was found and set aside (the log now ends before it): the replica lost data and
+    /// must not lead cleanly until the controller has taken it out of the ISR and ELR. It keeps
+    /// following, to re-replicate what it lost.
+    Damaged,
+    /// Its log directory failed: nothing of it is read, written, led or fetched until the
+    /// broker restarts.
+    Offline,
+}
+
+impl StorageHealth {
+    fn code(self) -> u8 {
+        match self {
+            StorageHealth::Healthy => 0,
+            StorageHealth::Damaged => 1,
+            StorageHealth::Offline => 2,
+        }
+    }
+
+    fn from_code(code: u8) -> StorageHealth {
+        match code {
+            0 => StorageHealth::Healthy,
+            1 => StorageHealth::Damaged,
+            _ => StorageHealth::Offline,
+        }
+    }
+}
+
 /// A waiting acks=all produce: answered when the leader core completes its request id.
 pub type ProduceWaiter = oneshot::Sender<Result<(), ErrorCode>>;
 
@@ -73,6 +105,8 @@ pub struct Partition {
     /// no operation touches the log, so a request that raced with the delete cannot write into
     /// the removed (or a recreated) directory.
     deleted: AtomicBool,
+    /// A [`StorageHealth`] code.
+    health: AtomicU8,
     waiters: Mutex<BTreeMap<RequestId, ProduceWaiter>>,
 }
 
@@ -81,6 +115,8 @@ pub struct Partition {
 pub enum PartitionError {
     #[error("the partition was deleted")]
     Deleted,
+    #[error("the partition's log directory is offline")]
+    Offline,
     #[error(transparent)]
     Log(#[from] LogError),
 }
@@ -105,6 +141,7 @@ impl Partition {
             high_watermark: AtomicI64::new(high_watermark),
             config: RwLock::new(config),
             deleted: AtomicBool::new(false),
+            health: AtomicU8::new(StorageHealth::Healthy.code()),
             waiters: Mutex::new(BTreeMap::new()),
         }
     }
@@ -118,7 +155,32 @@ impl Partition {
         if self.deleted.load(Ordering::Acquire) {
             return Err(PartitionError::Deleted);
         }
+        if self.health() == StorageHealth::Offline {
+            return Err(PartitionError::Offline);
+        }
         Ok(log)
+    }
+
+    /// The log end offset as the log holds it in memory, even when the log directory is
+    /// offline (no IO); `None` once the partition was deleted.
+    pub fn log_end_offset_unchecked(&self) -> Option<Offset> {
+        let log = self.log.lock().expect("partition log lock poisoned");
+        (!self.deleted.load(Ordering::Acquire)).then(|| log.log_end_offset())
+    }
+
+    /// Whether the replica's storage can be trusted.
+    pub fn health(&self) -> StorageHealth {
+        StorageHealth::from_code(self.health.load(Ordering::Acquire))
+    }
+
+    /// Records what was found; `Offline` is final for this run (it never goes back).
+    pub fn set_health(&self, health: StorageHealth) {
+        let _ = self
+            .health
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |current| {
+                (StorageHealth::from_code(current) != StorageHealth::Offline)
+                    .then_some(health.code())
+            });
     }
 
     /// The replica role, locked (before the log lock, if both are needed).

@@ -152,15 +152,17 @@ pub async fn run_observed(
     // The process's /metrics endpoint, first: a port in use stops the start at once.
     let metrics_stop = CancellationToken::new();
     let _stop_metrics = metrics_stop.clone().drop_guard();
+    let mut metrics_task = None;
     let metrics_address = match &config.metrics_endpoint {
         Some(endpoint) => {
-            let (_task, port) = crate::metrics::http::start(
+            let (task, port) = crate::metrics::http::start(
                 endpoint,
                 network.as_ref(),
                 config.metrics.clone(),
                 metrics_stop.clone(),
             )
             .await?;
+            metrics_task = Some(task);
             Some(endpoint.describe(port))
         }
         None => None,
@@ -228,6 +230,11 @@ pub async fn run_observed(
             Ok(Err(e)) => warn!(error = %e, "the in-process controller stopped with an error"),
             Err(e) => warn!(error = %e, "the in-process controller task failed"),
         }
+    }
+    // The endpoint stops with the node: its listener is closed when this returns.
+    metrics_stop.cancel();
+    if let Some(task) = metrics_task {
+        let _ = task.await;
     }
     result?;
     closed??;
@@ -387,8 +394,36 @@ async fn run_broker(
     };
     // After an unclean shutdown the logs need recovery, and the controller refuses the
     // registration until the previous incarnation's session expires: recover meanwhile.
+    // After a clean one the logs load (quickly: nothing is scanned) before the registration,
+    // because a log that lost data on the way — damage found, a torn tail, a directory that
+    // fails — makes this broker's shutdown unclean whatever its files say (KIP-966, issue 19).
     let registered = CancellationToken::new();
-    let preload = tokio::spawn(preload_logs(broker.clone(), registered.clone()));
+    let mut registration = registration;
+    let mut preload = tokio::spawn(preload_logs(broker.clone(), registered.clone()));
+    let preload = if matches!(broker.previous_shutdown, PreviousShutdown::Clean { .. }) {
+        let follower = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => {
+                registered.cancel();
+                let _ = (&mut preload).await;
+                return Ok(());
+            }
+            loaded = &mut preload => loaded.ok().flatten(),
+        };
+        let offline = broker.offline_log_dirs();
+        if broker.logs_lost_data() || !offline.is_empty() {
+            warn!(
+                logs_lost_data = broker.logs_lost_data(),
+                offline_log_dirs = offline.len(),
+                "a log lost data or a log directory failed since the clean shutdown: registering as an unclean shutdown"
+            );
+            registration.previous_broker_epoch = None;
+        }
+        registration.log_dir_ids = broker.log_dir_ids();
+        tokio::spawn(async move { follower })
+    } else {
+        preload
+    };
     let Some(((mut control_index, mut control), broker_epoch)) =
         register(&broker, &registration, &shutdown).await
     else {
@@ -421,7 +456,16 @@ async fn run_broker(
     let interval = Duration::from_millis(config.broker_heartbeat_interval_ms);
     loop {
         let applied = *applied_rx.borrow_and_update();
-        match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
+        let report = broker.storage_report();
+        match lifecycle::heartbeat(
+            &mut control,
+            config.node_id,
+            broker_epoch,
+            applied,
+            false,
+            &report,
+        )
+        .await
         {
             Ok(state) if !state.is_fenced && applied.is_some() => {
                 broker.controller().prefer(control_index);
@@ -498,9 +542,20 @@ async fn run_broker(
             biased;
             () = shutdown.cancelled() => break,
             () = tokio::time::sleep(interval) => {}
+            // A storage fault: report it now, so leadership moves without waiting.
+            () = broker.storage_report_wanted() => {}
         }
         let applied = *applied_rx.borrow();
-        match lifecycle::heartbeat(&mut control, config.node_id, broker_epoch, applied, false).await
+        let report = broker.storage_report();
+        match lifecycle::heartbeat(
+            &mut control,
+            config.node_id,
+            broker_epoch,
+            applied,
+            false,
+            &report,
+        )
+        .await
         {
             Ok(state) => {
                 broker.controller().prefer(control_index);
@@ -623,9 +678,11 @@ async fn reconnect(
 /// How long one metadata fetch (a long poll of at most `METADATA_FETCH_MAX_WAIT_MS`) may take.
 const METADATA_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// After an unclean shutdown, fetches the metadata log as it is now (no registration needed)
-/// and recovers every log with its topic's configs ([`Broker::preload_logs`]), while the
-/// registration is still being refused; the first applied image claims the recovered logs.
+/// Fetches the metadata log as it is now (no registration needed) and loads every log with
+/// its topic's configs ([`Broker::preload_logs`]): after an unclean shutdown while the
+/// registration is still being refused (the recovery overlaps the wait), after a clean one
+/// before registering (what loading finds decides whether the shutdown counts as clean). The
+/// first applied image claims the loaded logs.
 /// Returns the follower it caught up, for [`follow_metadata`] to go on from. Gives up
 /// fetching (returning `None`: the logs load with the first image, as after a clean shutdown)
 /// once `registered` is cancelled; a recovery already started runs to its end.
@@ -633,10 +690,6 @@ async fn preload_logs(
     broker: Arc<Broker>,
     registered: CancellationToken,
 ) -> Option<MetadataFollower> {
-    if matches!(broker.previous_shutdown, PreviousShutdown::Clean { .. }) {
-        // Nothing to recover: loading takes no time worth overlapping.
-        return None;
-    }
     let client_id = format!("keel-broker-{}-preload", broker.node_id());
     let mut follower = MetadataFollower::new();
     let mut attempt = 0u32;
@@ -815,7 +868,16 @@ async fn controlled_shutdown(
     let (mut index, mut control) = control;
     loop {
         let offset = *applied.borrow();
-        match lifecycle::heartbeat(&mut control, broker.node_id(), broker_epoch, offset, true).await
+        let report = broker.storage_report();
+        match lifecycle::heartbeat(
+            &mut control,
+            broker.node_id(),
+            broker_epoch,
+            offset,
+            true,
+            &report,
+        )
+        .await
         {
             Ok(state) if state.should_shut_down => {
                 info!("controlled shutdown complete: the controller moved every leadership away");
@@ -991,6 +1053,12 @@ fn spawn_background(
         }),
     ];
     tasks.push(offsets_expiry(broker.clone(), stop.clone()));
+    if broker.config.log_scrub_enable {
+        tasks.push(tokio::spawn(crate::broker::scrubber::run(
+            broker.clone(),
+            stop.clone(),
+        )));
+    }
     if broker.config.log_cleaner_enable {
         let backoff_ms = broker.config.log_cleaner_backoff_ms.max(1);
         tasks.push(periodic(broker, stop, backoff_ms, |b| b.compact_logs()));

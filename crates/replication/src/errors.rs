@@ -54,6 +54,7 @@ error_codes! {
     NotController = 41, "NOT_CONTROLLER";
     InvalidRequest = 42, "INVALID_REQUEST";
     OperationNotAttempted = 55, "OPERATION_NOT_ATTEMPTED";
+    KafkaStorageError = 56, "KAFKA_STORAGE_ERROR";
     FencedLeaderEpoch = 74, "FENCED_LEADER_EPOCH";
     UnknownLeaderEpoch = 75, "UNKNOWN_LEADER_EPOCH";
     StaleBrokerEpoch = 77, "STALE_BROKER_EPOCH";

@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use super::{effective_config, Broker};
 use crate::clock::Clock;
-use crate::partition::{Partition, Replica};
+use crate::partition::{Partition, Replica, StorageHealth};
 use crate::topic_config::EffectiveTopicConfig;
 
 /// Suffix of a deleted partition's directory while it is being removed (Kafka's convention).
@@ -74,6 +74,7 @@ impl Broker {
                     return Ok(());
                 }
             }
+            let first_load = !state.logs_loaded;
             let mut loaded = if state.logs_loaded {
                 BTreeMap::new()
             } else {
@@ -95,6 +96,19 @@ impl Broker {
                 wanted.insert(tp.clone());
                 let config = Arc::new(effective_config(&image, &topic.configs, &self.config));
                 let existing = state.partitions.get(&tp).cloned();
+                if existing.is_none() && !loaded.contains_key(&tp) {
+                    // A log directory that failed at start may hold this partition: a new
+                    // empty log elsewhere would shadow it when the directory is back. Not
+                    // hosted until a restart with every directory online.
+                    if first_load && !self.offline_log_dirs().is_empty() {
+                        warn!(partition = %tp,
+                            "not found in the online log directories while one is offline: not hosted until a restart with every log directory online");
+                        state.unplaced.insert(tp.clone());
+                    }
+                    if state.unplaced.contains(&tp) {
+                        continue;
+                    }
+                }
                 let partition = match existing {
                     Some(p) if p.topic_id == topic.id.0 => p,
                     other => {
@@ -184,6 +198,7 @@ impl Broker {
                 warn!(error = %e, "checkpoint after partition removal failed");
             }
         }
+        self.run_deferred_dir_failures();
         self.image_changed.send_modify(|v| *v = v.wrapping_add(1));
         self.notify_data_changed();
         Ok(())
@@ -196,7 +211,9 @@ impl Broker {
     /// registration claims these logs instead of loading them again, re-checking their topic
     /// ids against that image. Returns how many logs it holds. Blocking (file IO).
     pub fn preload_logs(&self, image: &ClusterImage) -> anyhow::Result<usize> {
-        let recovered = self.recover_all_logs(image, self.clock.now_ms())?;
+        let recovered = self.recover_all_logs(image, self.clock.now_ms());
+        self.run_deferred_dir_failures();
+        let recovered = recovered?;
         let count = recovered.len();
         let mut state = self.lock_state();
         if state.logs_loaded {
@@ -226,8 +243,19 @@ impl Broker {
         };
         let mut loaded = BTreeMap::new();
         for (dir_index, dir) in self.log_dirs.iter().enumerate() {
+            if !self.log_dir_online(dir_index) {
+                continue;
+            }
             let found =
-                dir.load_logs_except(clean, now_ms, &config_for, CONTROLLER_PARTITION_DIRS)?;
+                match dir.load_logs_except(clean, now_ms, &config_for, CONTROLLER_PARTITION_DIRS) {
+                    Ok(found) => found,
+                    // A directory that fails while loading is offline; the others load.
+                    Err(e) if e.is_fatal() => {
+                        self.defer_dir_failure(dir_index, e.to_string());
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
             for (tp, mut log) in found.logs {
                 if !clean && log.config().test_record_flushed_offset {
                     if let Some(offset) = log.truncate_to_recorded_flush(now_ms)? {
@@ -238,6 +266,13 @@ impl Broker {
                             crate::topic_config::TEST_LOSE_UNFLUSHED_KEY
                         );
                     }
+                }
+                if log.recovery_report().quarantine.is_some() {
+                    self.metrics.storage.count_damage("recovery");
+                }
+                if log.recovery_report().lost_data() {
+                    self.recovery_lost_data
+                        .store(true, std::sync::atomic::Ordering::Release);
                 }
                 let recorded_topic_id = read_partition_metadata(dir, &tp);
                 let high_watermark = found
@@ -311,7 +346,12 @@ impl Broker {
                 for dir in &self.log_dirs {
                     set_aside(dir, tp, STRAY_SUFFIX, self.clock.as_ref())?;
                 }
-                let index = pick_log_dir(self.log_dirs.len(), &state.partitions);
+                let online: Vec<bool> = (0..self.log_dirs.len())
+                    .map(|i| self.log_dir_online(i))
+                    .collect();
+                let index = pick_log_dir(&online, &state.partitions).ok_or_else(|| {
+                    anyhow::anyhow!("partition {tp}: every log directory is offline")
+                })?;
                 let log = self.log_dirs[index].create_log(tp, config.log_config(), now_ms)?;
                 (index, log, Offset(0))
             }
@@ -368,6 +408,20 @@ impl Broker {
         let replication = self.replication_config(config);
         let mut replica = partition.lock_replica();
         let mut commands = Vec::new();
+        self.settle_damage(partition, state);
+        if meta.leader == Some(local) && partition.health() != StorageHealth::Healthy {
+            // A replica that lost data leads only once the controller knows (issue 19): it
+            // keeps reporting itself lost meanwhile, and the controller elects someone else.
+            if let Replica::Follower(follower) = &mut *replica {
+                if meta.leader_epoch > follower.leader_epoch() {
+                    follower.on_leader_change(None, meta.leader_epoch);
+                    warn!(partition = %partition.tp, leader_epoch = meta.leader_epoch.0,
+                        health = ?partition.health(),
+                        "elected leader, but this replica lost data: not leading until the controller has taken it out of the ISR and ELR");
+                }
+            }
+            return commands;
+        }
         if meta.leader == Some(local) {
             if let Replica::Leader(leader) = &mut *replica {
                 if !leader.has_ended() && leader.leader_epoch() == meta.leader_epoch {
@@ -405,7 +459,15 @@ impl Broker {
                     commands.extend(leader.tick(now));
                     *replica = Replica::Leader(leader);
                 }
-                Err(e) => warn!(partition = %partition.tp, error = %e, "cannot become leader"),
+                Err(e) => {
+                    warn!(partition = %partition.tp, error = %e, "cannot become leader");
+                    if let Some(e) = e
+                        .downcast_ref::<keel_log::LogError>()
+                        .filter(|e| e.is_fatal())
+                    {
+                        self.defer_dir_failure(partition.log_dir_index, e.to_string());
+                    }
+                }
             }
             return commands;
         }
@@ -447,6 +509,26 @@ impl Broker {
             }
         }
         commands
+    }
+
+    /// A damaged replica is trusted again once the image shows the controller acted on its
+    /// report — it is out of the ISR and ELR — or chose it in an unclean recovery (which
+    /// knows it may lack data: its leader recovery state is RECOVERING).
+    fn settle_damage(&self, partition: &Partition, state: &PartitionState) {
+        if partition.health() != StorageHealth::Damaged {
+            return;
+        }
+        let local = CBrokerId(self.config.node_id);
+        let eligible =
+            state.isr.contains(&local) || state.elr.contains(&local) || state.leader == Some(local);
+        let recovered_here = state.leader == Some(local)
+            && state.leader_recovery_state
+                == keel_controller::types::LeaderRecoveryState::Recovering;
+        if !eligible || recovered_here {
+            partition.set_health(StorageHealth::Healthy);
+            info!(partition = %partition.tp, leader_epoch = state.leader_epoch.0,
+                "the controller took the damaged replica out of the ISR and ELR: it may rejoin once caught up");
+        }
     }
 
     fn new_leader(
@@ -531,8 +613,12 @@ fn partition_metadata(state: &PartitionState) -> PartitionMetadata {
     }
 }
 
-fn pick_log_dir(count: usize, partitions: &BTreeMap<TopicPartition, Arc<Partition>>) -> usize {
-    let mut counts = vec![0usize; count];
+/// The online log directory holding the fewest partitions (`None` if none is online).
+fn pick_log_dir(
+    online: &[bool],
+    partitions: &BTreeMap<TopicPartition, Arc<Partition>>,
+) -> Option<usize> {
+    let mut counts = vec![0usize; online.len()];
     for p in partitions.values() {
         if let Some(c) = counts.get_mut(p.log_dir_index) {
             *c += 1;
@@ -541,8 +627,9 @@ fn pick_log_dir(count: usize, partitions: &BTreeMap<TopicPartition, Arc<Partitio
     counts
         .iter()
         .enumerate()
+        .filter(|(i, _)| online[*i])
         .min_by_key(|(_, c)| **c)
-        .map_or(0, |(i, _)| i)
+        .map(|(i, _)| i)
 }
 
 /// Renames a partition directory out of the way, to `<topic>-<partition>.<id>-<suffix>` (a

@@ -20,6 +20,10 @@ pub use cleaner::KafkaCodecs;
 mod hosting;
 mod producer_ids;
 mod replication;
+pub mod scrubber;
+mod storage_faults;
+
+pub use storage_faults::OfflineLogDir;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -32,7 +36,7 @@ use keel_log::storage::Storage;
 use keel_log::{LogDir, PartitionCheckpoint, TopicPartition};
 use keel_replication::{AlterPartitionProposal, RequestId};
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use uuid::Uuid;
 
 pub use replication::{AppendError, FollowerFetchAnswer, FollowerFetchInput};
@@ -110,6 +114,9 @@ struct State {
     logs_loaded: bool,
     /// Logs recovered before the registration, for the first image to claim.
     preloaded: Option<hosting::PreloadedLogs>,
+    /// Partitions the first image assigned here that no online log directory held while
+    /// another was offline: never created this run (the offline one may hold them).
+    unplaced: std::collections::BTreeSet<TopicPartition>,
 }
 
 /// A running broker.
@@ -142,6 +149,14 @@ pub struct Broker {
     pub metrics: BrokerMetrics,
     /// The broker listener's request latency.
     pub request_metrics: RequestMetrics,
+    /// Log directories taken offline (issue 19).
+    offline_dirs: Mutex<storage_faults::OfflineDirs>,
+    /// Woken when a storage fault wants a heartbeat sent at once.
+    storage_reports: tokio::sync::Notify,
+    /// Directory failures found under a broker lock, run once it is released.
+    deferred_dir_failures: Mutex<Vec<(usize, String)>>,
+    /// Set when loading the logs truncated one (a torn tail or damage set aside).
+    recovery_lost_data: std::sync::atomic::AtomicBool,
 }
 
 impl Broker {
@@ -158,16 +173,58 @@ impl Broker {
         controller_voters: Vec<String>,
     ) -> anyhow::Result<(Broker, mpsc::UnboundedReceiver<AlterPartitionJob>)> {
         let mut log_dirs = Vec::new();
+        let mut offline = storage_faults::OfflineDirs::default();
         let mut cluster_id: Option<String> = None;
         for path in &config.log_dirs {
-            let dir = LogDir::open(storage.clone(), path, cluster_id.as_deref(), config.node_id)?;
-            cluster_id.get_or_insert_with(|| dir.meta().cluster_id.clone());
-            log_dirs.push(dir);
+            match LogDir::open(storage.clone(), path, cluster_id.as_deref(), config.node_id) {
+                Ok(dir) => {
+                    cluster_id.get_or_insert_with(|| dir.meta().cluster_id.clone());
+                    log_dirs.push(dir);
+                }
+                // A directory the disk fails to read is offline (Kafka starts with the
+                // others); one that is not this node's, or not formatted, stops the start.
+                Err(e @ keel_log::LogError::Io { .. }) => {
+                    error!(dir = %path.display(), error = %e, "log directory failed at start: offline");
+                    offline.at_start.push(OfflineLogDir {
+                        path: path.clone(),
+                        id: None,
+                        reason: e.to_string(),
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        let cluster_id = cluster_id.expect("config has at least one log dir");
+        let Some(cluster_id) = cluster_id else {
+            anyhow::bail!(
+                "every log directory failed at start: {:?}",
+                offline.at_start
+            );
+        };
         let mut epochs = Vec::new();
-        for dir in &log_dirs {
-            epochs.push(dir.read_and_remove_clean_shutdown()?);
+        for (index, dir) in log_dirs.iter().enumerate() {
+            match dir.read_and_remove_clean_shutdown() {
+                Ok(epoch) => epochs.push(epoch),
+                Err(e) if e.is_fatal() => {
+                    error!(dir = %dir.path().display(), error = %e, "log directory failed at start: offline");
+                    offline.by_index.insert(
+                        index,
+                        OfflineLogDir {
+                            path: dir.path().to_path_buf(),
+                            id: Some(dir.meta().directory_id),
+                            reason: e.to_string(),
+                        },
+                    );
+                    epochs.push(None);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if !offline.at_start.is_empty() {
+            // Its clean-shutdown file could not be read: the shutdown counts as unclean.
+            epochs.push(None);
+        }
+        if offline.by_index.len() == log_dirs.len() {
+            anyhow::bail!("every log directory failed at start");
         }
         let previous_shutdown = match epochs.first().copied().flatten() {
             Some(epoch) if epochs.iter().all(|e| *e == Some(epoch)) => PreviousShutdown::Clean {
@@ -192,8 +249,10 @@ impl Broker {
                 info!("no clean shutdown file: logs will be recovered from their recovery points")
             }
         }
-        for dir in &log_dirs {
-            hosting::remove_deleted_dirs(dir)?;
+        for (index, dir) in log_dirs.iter().enumerate() {
+            if !offline.by_index.contains_key(&index) {
+                hosting::remove_deleted_dirs(dir)?;
+            }
         }
         let (data_changed, _) = watch::channel(0);
         let (image_changed, _) = watch::channel(0);
@@ -232,6 +291,10 @@ impl Broker {
                 coordinator: crate::coordinator::GroupCoordinator::new(group_settings),
                 metrics,
                 request_metrics,
+                offline_dirs: Mutex::new(offline),
+                storage_reports: tokio::sync::Notify::new(),
+                deferred_dir_failures: Mutex::default(),
+                recovery_lost_data: std::sync::atomic::AtomicBool::new(false),
             },
             jobs,
         ))
@@ -261,11 +324,14 @@ impl Broker {
         self.config.node_id
     }
 
-    /// The `directory.id` of every log directory.
+    /// The `directory.id` of every online log directory (what the registration names: a
+    /// directory missing from it is lost to the controller, KIP-858).
     pub fn log_dir_ids(&self) -> Vec<Uuid> {
         self.log_dirs
             .iter()
-            .map(|d| d.meta().directory_id)
+            .enumerate()
+            .filter(|(index, _)| self.log_dir_online(*index))
+            .map(|(_, d)| d.meta().directory_id)
             .collect()
     }
 
@@ -443,14 +509,24 @@ impl Broker {
                 let Ok(mut log) = partition.lock_log() else {
                     continue;
                 };
-                if let Err(e) = log.flush_if_due(now_ms) {
-                    warn!(partition = %partition.tp, error = %e, "flush failed");
+                let flushed = log.flush_if_due(now_ms);
+                let rolled = log.plan_rolled_flush();
+                drop(log);
+                if let Err(e) = flushed {
+                    // An fsync that failed is never retried as if the data were safe: the
+                    // directory goes offline and the next start recovers it.
+                    if !self.check_storage_error(&partition, &e) {
+                        warn!(partition = %partition.tp, error = %e, "flush failed");
+                    }
+                    continue;
                 }
-                log.plan_rolled_flush()
+                rolled
             };
             let Some(rolled) = rolled else { continue };
             if let Err(e) = rolled.run(self.storage.as_ref()) {
-                warn!(partition = %partition.tp, error = %e, "flush of rolled segments failed");
+                let error =
+                    keel_log::LogError::io("fsync rolled segments", partition.tp.dir_name())(e);
+                self.check_storage_error(&partition, &error);
                 continue;
             }
             if let Ok(mut log) = partition.lock_log() {
@@ -476,7 +552,12 @@ impl Broker {
                     "retention deleted segments"
                 ),
                 Ok(_) => {}
-                Err(e) => warn!(partition = %partition.tp, error = %e, "retention failed"),
+                Err(e) => {
+                    drop(log);
+                    if !self.check_storage_error(&partition, &e) {
+                        warn!(partition = %partition.tp, error = %e, "retention failed");
+                    }
+                }
             }
         }
     }
@@ -506,6 +587,9 @@ impl Broker {
         }
         let partitions = self.all_partitions();
         for (index, dir) in self.log_dirs.iter().enumerate() {
+            if !self.log_dir_online(index) {
+                continue;
+            }
             let mut entries = Vec::new();
             for p in partitions.iter().filter(|p| p.log_dir_index == index) {
                 let Ok(log) = p.lock_log() else {
@@ -517,7 +601,13 @@ impl Broker {
                     Some(p.high_watermark()),
                 ));
             }
-            dir.checkpoint(&entries)?;
+            if let Err(e) = dir.checkpoint(&entries) {
+                if e.is_fatal() {
+                    self.fail_log_dir(index, &e.to_string());
+                    continue;
+                }
+                return Err(e.into());
+            }
         }
         Ok(())
     }
@@ -531,8 +621,14 @@ impl Broker {
         let now_ms = self.clock.now_ms();
         for p in &partitions {
             p.fail_all_waiters(keel_replication::ErrorCode::NotLeaderOrFollower);
-            if let Ok(mut log) = p.lock_log() {
-                log.close(now_ms)?;
+            let closed = match p.lock_log() {
+                Ok(mut log) => log.close(now_ms),
+                Err(_) => Ok(()),
+            };
+            if let Err(e) = closed {
+                if !self.check_storage_error(p, &e) {
+                    return Err(e.into());
+                }
             }
         }
         self.checkpoint()?;
@@ -541,8 +637,21 @@ impl Broker {
             info!("shut down before registering: no clean shutdown file written");
             return Ok(());
         }
-        for dir in &self.log_dirs {
-            dir.write_clean_shutdown(broker_epoch)?;
+        // Not in an offline directory: the next start finds the files disagree and recovers
+        // (an unclean registration), as it must after a storage failure.
+        for (index, dir) in self.log_dirs.iter().enumerate() {
+            if self.log_dir_online(index) {
+                if let Err(e) = dir.write_clean_shutdown(broker_epoch) {
+                    warn!(dir = %dir.path().display(), error = %e, "cannot write the clean shutdown file");
+                }
+            }
+        }
+        let offline = self.offline_log_dirs();
+        if !offline.is_empty() {
+            warn!(
+                offline = offline.len(),
+                "shut down with offline log directories: the next start recovers every log"
+            );
         }
         info!(
             broker_epoch,

@@ -17,7 +17,9 @@ use tokio::sync::oneshot;
 
 use super::{AlterPartitionJob, Broker};
 use crate::metrics::PartitionCounts;
-use crate::partition::{epoch_view, AppendResult, Partition, PartitionError, Replica};
+use crate::partition::{
+    epoch_view, AppendResult, Partition, PartitionError, Replica, StorageHealth,
+};
 
 /// Answers an acks=all request once the high watermark covers it (or with its error).
 pub type AckWaiter = oneshot::Receiver<Result<(), ErrorCode>>;
@@ -198,6 +200,9 @@ impl Broker {
     pub fn leaders_followed(&self) -> BTreeSet<i32> {
         let mut leaders = BTreeSet::new();
         for partition in self.all_partitions() {
+            if partition.health() == StorageHealth::Offline {
+                continue;
+            }
             if let Replica::Follower(f) = &*partition.lock_replica() {
                 if let Some(leader) = f.leader() {
                     leaders.insert(leader.0);
@@ -216,7 +221,9 @@ impl Broker {
             let Replica::Follower(follower) = &mut *replica else {
                 continue;
             };
-            if follower.leader() != Some(repl::BrokerId(leader)) {
+            if follower.leader() != Some(repl::BrokerId(leader))
+                || partition.health() == StorageHealth::Offline
+            {
                 continue;
             }
             let Ok(log) = partition.lock_log() else {
@@ -255,6 +262,8 @@ impl Broker {
         let mut commands =
             follower.on_fetch_response(request, answer, records.is_some(), &epochs, now);
         let mut grew = false;
+        // Storage faults are handled once the locks are released.
+        let mut fault: Option<LogError> = None;
         while !commands.is_empty() {
             let mut next = Vec::new();
             for command in commands {
@@ -273,11 +282,22 @@ impl Broker {
                                 }
                             }
                             Err(e) => {
-                                warn!(partition = %partition.tp, error = %e, "follower append failed");
-                                if let LogError::UnexpectedAppendOffset { .. } = e {
-                                    // The answer raced with a truncation: fetch again.
+                                if let LogError::CorruptRecord(_) = e {
+                                    // Damaged in the leader's log or on the way: never
+                                    // appended; the leader's own verified read finds the
+                                    // former, a retry gets past the latter.
+                                    self.metrics.storage.fetch_corrupt.inc();
+                                    warn!(partition = %partition.tp, error = %e,
+                                        "the leader sent a batch that fails validation; not appended");
+                                } else if !matches!(e, LogError::UnexpectedAppendOffset { .. }) {
+                                    // (An unexpected offset: the answer raced with a
+                                    // truncation; fetch again.)
+                                    warn!(partition = %partition.tp, error = %e, "follower append failed");
                                 }
                                 next.extend(follower.on_fetch_failed(now));
+                                if e.is_fatal() {
+                                    fault = Some(e);
+                                }
                             }
                         }
                     }
@@ -286,6 +306,7 @@ impl Broker {
                             log_end_offset = %log.log_end_offset(), "truncating to the leader's log (diverging epoch)");
                         if let Err(e) = log.truncate_to(Offset(to.0), self.clock.now_ms()) {
                             warn!(partition = %partition.tp, error = %e, "truncation failed");
+                            fault = Some(e);
                         }
                     }
                     FollowerCommand::HighWatermarkUpdated { high_watermark } => {
@@ -304,6 +325,13 @@ impl Broker {
         }
         drop(log);
         drop(replica);
+        match fault {
+            Some(LogError::Damaged(damage)) => self.on_damage(partition, &damage, "truncation"),
+            Some(e) => {
+                self.check_storage_error(partition, &e);
+            }
+            None => {}
+        }
         if grew {
             self.notify_data_changed();
         }
@@ -336,16 +364,34 @@ impl Broker {
         let result = {
             let mut replica = partition.lock_replica();
             let Some(leader) = replica.as_leader() else {
-                return Err(AppendError::Replication(ErrorCode::NotLeaderOrFollower));
+                // A replica that lost its storage answers as Kafka does for an offline one.
+                let error = match partition.health() {
+                    StorageHealth::Offline => ErrorCode::KafkaStorageError,
+                    StorageHealth::Healthy | StorageHealth::Damaged => {
+                        ErrorCode::NotLeaderOrFollower
+                    }
+                };
+                return Err(AppendError::Replication(error));
             };
             leader
                 .check_produce(acks)
                 .map_err(AppendError::Replication)?;
             let epoch = keel_log::LeaderEpoch(leader.leader_epoch().0);
-            let (info, end, log_start) = {
-                let mut log = partition.lock_log()?;
-                let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
-                (info, log.log_end_offset(), log.log_start_offset())
+            let appended = partition
+                .lock_log()
+                .map_err(AppendError::from)
+                .and_then(|mut log| {
+                    let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
+                    Ok((info, log.log_end_offset(), log.log_start_offset()))
+                });
+            let (info, end, log_start) = match appended {
+                Ok(appended) => appended,
+                Err(AppendError::Log(e)) if e.is_fatal() => {
+                    drop(replica);
+                    self.check_storage_error(partition, &e);
+                    return Err(AppendError::Log(e));
+                }
+                Err(e) => return Err(e),
             };
             // An idempotent producer's retry of a batch the log holds appends nothing; its
             // acks=all answer waits for the high watermark to pass the original batch.

@@ -65,6 +65,15 @@ pub enum LifecycleError {
 /// controlled shutdown stops waiting at its own deadline).
 pub const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What a heartbeat says about the broker's storage (issue 19): its offline log directories
+/// (Kafka's `OfflineLogDirs`, KIP-858) and the replicas it lost while running (Keel's
+/// `LostReplicas` tag).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StorageReport {
+    pub offline_log_dirs: Vec<Uuid>,
+    pub lost_replicas: Vec<keel_wire::keel_ext::LostReplicaEntry>,
+}
+
 /// The controller's answer to a heartbeat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeartbeatState {
@@ -129,14 +138,24 @@ pub async fn heartbeat<S: AsyncRead + AsyncWrite + Unpin>(
     broker_epoch: i64,
     applied_metadata_offset: Option<i64>,
     want_shut_down: bool,
+    storage: &StorageReport,
 ) -> Result<HeartbeatState, LifecycleError> {
     let version = connection.version(ApiKey::BrokerHeartbeat, 0, 1)?;
-    let request = BrokerHeartbeatRequest::default()
+    let mut request = BrokerHeartbeatRequest::default()
         .with_broker_id(BrokerId(broker_id))
         .with_broker_epoch(broker_epoch)
         .with_current_metadata_offset(applied_metadata_offset.unwrap_or(-1))
         .with_want_fence(false)
         .with_want_shut_down(want_shut_down);
+    if version >= 1 {
+        request = request.with_offline_log_dirs(storage.offline_log_dirs.clone());
+    }
+    if !storage.lost_replicas.is_empty() {
+        request.unknown_tagged_fields.insert(
+            keel_wire::keel_ext::LOST_REPLICAS_TAG,
+            keel_wire::keel_ext::encode_lost_replicas(&storage.lost_replicas),
+        );
+    }
     let response: BrokerHeartbeatResponse = tokio::time::timeout(
         HEARTBEAT_TIMEOUT,
         connection.call_version(ApiKey::BrokerHeartbeat, version, &request),

@@ -29,7 +29,7 @@ use tracing::warn;
 use super::str_bytes;
 use crate::broker::{Broker, FollowerFetchAnswer, FollowerFetchInput};
 use crate::error::from_log_error;
-use crate::partition::Partition;
+use crate::partition::{Partition, PartitionError};
 
 /// The longest a fetch may wait, whatever the client asks (Kafka bounds it by the request
 /// timeout on the client side; the broker guards its own resources).
@@ -387,8 +387,12 @@ fn read_partition(
         return error_data(p.partition, ResponseError::OffsetNotAvailable);
     }
     let high_watermark = partition.high_watermark();
-    let Ok(log) = partition.lock_log() else {
-        return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
+    let log = match partition.lock_log() {
+        Ok(log) => log,
+        Err(PartitionError::Offline) => {
+            return error_data(p.partition, ResponseError::KafkaStorageError)
+        }
+        Err(_) => return error_data(p.partition, ResponseError::UnknownTopicOrPartition),
     };
     let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
     let fetch_offset = Offset(p.fetch_offset);
@@ -409,7 +413,16 @@ fn read_partition(
     let limit = usize::try_from(p.partition_max_bytes)
         .unwrap_or(0)
         .min(budget.remaining);
-    match log.read(fetch_offset, limit, max_offset, budget.min_one_batch) {
+    // What a follower reads is validated (it would copy damage to another replica); a
+    // consumer checks CRCs itself, and the scrubber covers what consumers read.
+    let read = match fetcher {
+        Fetcher::Consumer => log.read(fetch_offset, limit, max_offset, budget.min_one_batch),
+        Fetcher::Follower { .. } => {
+            log.read_verified(fetch_offset, limit, max_offset, budget.min_one_batch)
+        }
+    };
+    drop(log);
+    match read {
         Ok(data) => {
             let records = data.records;
             if !records.is_empty() {
@@ -421,8 +434,15 @@ fn read_partition(
         Err(LogError::OffsetOutOfRange { .. }) => base
             .with_error_code(ResponseError::OffsetOutOfRange.code())
             .with_records(Some(Bytes::new())),
+        Err(LogError::Damaged(damage)) => {
+            broker.on_damage(&partition, &damage, "follower_read");
+            base.with_error_code(ResponseError::KafkaStorageError.code())
+                .with_records(Some(Bytes::new()))
+        }
         Err(e) => {
-            warn!(partition = %partition.tp, error = %e, "read failed");
+            if !broker.check_storage_error(&partition, &e) {
+                warn!(partition = %partition.tp, error = %e, "read failed");
+            }
             base.with_error_code(from_log_error(&e).code())
                 .with_records(Some(Bytes::new()))
         }

@@ -222,6 +222,10 @@ fn append(
             AppendError::Partition(PartitionError::Deleted) => {
                 ApiError::bare(ResponseError::UnknownTopicOrPartition)
             }
+            AppendError::Partition(PartitionError::Offline) => ApiError::new(
+                ResponseError::KafkaStorageError,
+                "the partition's log directory on this broker is offline",
+            ),
             AppendError::Partition(PartitionError::Log(e)) | AppendError::Log(e) => {
                 log_error(&partition.tp, e)
             }

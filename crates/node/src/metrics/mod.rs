@@ -22,6 +22,7 @@
 mod controller;
 pub mod http;
 mod names;
+mod storage;
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use prometheus_client::registry::Registry;
 pub use controller::{ControllerMetrics, ControllerSnapshot, ElectableReplicas};
 pub use http::MetricsEndpoint;
 pub use names::api_name;
+pub use storage::{StorageMetrics, DAMAGE_SOURCES};
 
 /// The prefix of every metric name.
 pub const PREFIX: &str = "keel";
@@ -261,6 +263,7 @@ impl BrokerFamilies {
 struct Inner {
     registry: Registry,
     broker: BrokerFamilies,
+    storage: storage::StorageFamilies,
     requests: LatencyFamily,
     controllers: Arc<controller::Controllers>,
 }
@@ -299,6 +302,8 @@ impl Metrics {
         let mut registry = Registry::with_prefix(PREFIX);
         let broker = BrokerFamilies::default();
         broker.register(&mut registry);
+        let storage = storage::StorageFamilies::default();
+        storage.register(&mut registry);
         let requests = LatencyFamily::new_with_constructor(latency_histogram);
         registry.register(
             "request_latency_seconds",
@@ -312,6 +317,7 @@ impl Metrics {
             inner: Arc::new(Inner {
                 registry,
                 broker,
+                storage,
                 requests,
                 controllers,
             }),
@@ -351,6 +357,7 @@ impl Metrics {
                 records_removed: f.cleaner_records_removed.get_or_create_owned(&labels),
                 seconds: f.cleaner_seconds.get_or_create_owned(&labels),
             },
+            storage: self.inner.storage.handles(node_id),
         }
     }
 
@@ -406,6 +413,7 @@ pub struct BrokerMetrics {
     pub offset_commits: Counter,
     pub offsets_expired: Counter,
     pub cleaner: CleanerMetrics,
+    pub storage: StorageMetrics,
 }
 
 /// The log cleaner's counters of one broker.

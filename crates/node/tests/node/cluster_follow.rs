@@ -125,6 +125,7 @@ impl TestBroker {
                 self.epoch,
                 self.follower.applied_offset(),
                 false,
+                &Default::default(),
             )
             .await
             .unwrap();
@@ -191,6 +192,7 @@ async fn round(b: &mut TestBroker) {
         b.epoch,
         b.follower.applied_offset(),
         false,
+        &Default::default(),
     )
     .await
     .unwrap();
