@@ -301,9 +301,13 @@ impl FollowerPartition {
     ) -> Vec<FollowerCommand> {
         let to = self.truncation_offset(leader_end, epochs);
         if to == self.log_end_offset {
-            // Nothing to cut but the leader still sees divergence: the views disagree in a way
-            // truncation cannot fix; do not spin.
-            return self.back_off(now_ms);
+            // No record to cut, but the leader still sees divergence: this replica's epoch
+            // cache ends with an epoch it assigned as a leader that never appended (it starts at
+            // the log end). Truncating at the log end drops it (Kafka's UnifiedLog.truncateTo);
+            // the back-off keeps a disagreement truncation cannot fix from spinning.
+            let mut commands = vec![FollowerCommand::Truncate { to }];
+            commands.extend(self.back_off(now_ms));
+            return commands;
         }
         self.log_end_offset = to;
         let mut commands = vec![FollowerCommand::Truncate { to }];
@@ -406,6 +410,38 @@ mod tests {
         );
         // An answer to the old request (fetch offset 10) is stale now.
         assert_eq!(f.on_fetch_response(&req, &answer, true, &cache, 2), vec![]);
+    }
+
+    // Found by issue 19's real-process test: a replica that led epoch 1 without appending has
+    // epoch 1 starting at its log end; the new leader (epoch 2) answers every fetch with a
+    // divergence whose end is that log end. Backing off without truncating kept the stale epoch
+    // forever (the follower never caught up and fell out of the ISR); truncating at the log end
+    // drops it (Kafka's UnifiedLog.truncateTo), and the next fetch carries epoch 0.
+    #[test]
+    fn divergence_at_the_log_end_truncates_the_empty_epoch() {
+        let mut f = follower(3000, 3000);
+        let cache = EpochCache::from_entries([(e(0), Offset(0)), (e(1), Offset(3000))]);
+        let req = f.fetch_request(&cache, 0).unwrap();
+        assert_eq!(req.last_fetched_epoch, Some(e(1)));
+        let answer = FetchAnswer::DivergingEpoch {
+            end: end(0, 3000),
+            high_watermark: Offset(3000),
+        };
+        let commands = f.on_fetch_response(&req, &answer, false, &cache, 10);
+        assert_eq!(
+            commands,
+            vec![
+                FollowerCommand::Truncate { to: Offset(3000) },
+                FollowerCommand::ScheduleFetch {
+                    at_ms: 10 + ReplicationConfig::default().replica_fetch_backoff_ms
+                },
+            ]
+        );
+        // The shell truncated the epoch cache at the log end: the next fetch is in epoch 0.
+        let truncated = EpochCache::from_entries([(e(0), Offset(0))]);
+        let next = f.fetch_request(&truncated, 10_000).unwrap();
+        assert_eq!(next.last_fetched_epoch, Some(e(0)));
+        assert_eq!(next.fetch_offset, Offset(3000));
     }
 
     #[test]

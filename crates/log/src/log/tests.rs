@@ -1033,3 +1033,24 @@ fn producer_state_survives_reopen_and_follows_truncation() {
     follower.truncate_fully_and_start_at(Offset(20)).unwrap();
     assert!(follower.producer_states().producers().is_empty());
 }
+
+// A replica that became leader in an epoch and appended nothing has that epoch starting at its
+// log end; truncating to the log end (a follower told it diverges there) drops it, durably
+// (Kafka's UnifiedLog.truncateTo), though no record is cut.
+#[test]
+fn truncate_at_the_log_end_drops_an_empty_epoch() {
+    let (storage, mut log) = new_log(small_config());
+    log.append_as_leader(&records(1, 10, 0), LeaderEpoch(0), 0)
+        .unwrap();
+    log.assign_epoch_start_offset(LeaderEpoch(1)).unwrap();
+    assert_eq!(log.latest_epoch(), Some(LeaderEpoch(1)));
+    assert!(!log.truncate_to(log.log_end_offset(), 0).unwrap());
+    assert_eq!(log.latest_epoch(), Some(LeaderEpoch(0)));
+    drop(log);
+    let log = open_log(&storage, small_config(), true, 0);
+    assert_eq!(
+        log.latest_epoch(),
+        Some(LeaderEpoch(0)),
+        "the checkpoint was rewritten"
+    );
+}

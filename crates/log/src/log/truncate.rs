@@ -17,6 +17,11 @@ impl Log {
     /// whether anything was dropped.
     pub fn truncate_to(&mut self, offset: Offset, now_ms: i64) -> Result<bool, LogError> {
         if offset >= self.log_end_offset() {
+            // Nothing to drop — but an epoch this replica assigned as a leader that never
+            // appended starts at the log end, and left there it would diverge from the leader's
+            // history at every fetch (Kafka's UnifiedLog.truncateTo does the same).
+            let changed = self.epochs.truncate_from_end(self.log_end_offset());
+            self.save_epochs_if(changed)?;
             return Ok(false);
         }
         if offset < self.log_start_offset {
