@@ -148,5 +148,5 @@ pub use segment::{
     parse_segment_file_name, segment_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
 };
-pub use storage::{MemStorage, OsStorage, Storage, StorageFile};
+pub use storage::{MemStorage, OsStorage, Storage, StorageFile, VolumeSpace};
 pub use types::{LeaderEpoch, Offset, TimestampOffset, TopicPartition};

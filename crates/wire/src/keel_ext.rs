@@ -18,6 +18,10 @@
 //! DescribeTopicPartitionsResponse v0 Topics[i].Partitions[j]
 //!   tag 10000  KeelStatus int8, Waiting [int32] (compact array)
 //!                                       what a leaderless partition waits for ([`PartitionStatusCode`])
+//! DescribeLogDirsResponse v2+ Results[i]
+//!   tag 10000  QuarantineCount int32, QuarantinedBytes int64, OfflineReason compact nullable string
+//!                                       damaged data set aside in the directory, and why it is
+//!                                       offline ([`LogDirStatus`])
 //! BrokerHeartbeatRequest v0+ (top level)
 //!   tag 10000  LostReplicas [TopicId uuid, Partition int32, PartitionEpoch int32, Reason int8]
 //!                                       replicas the running broker lost ([`LostReplicaEntry`])
@@ -36,6 +40,8 @@ pub const PARTITION_STATUS_TAG: i32 = KEEL_TAG_BASE;
 
 /// `BrokerHeartbeatRequest.LostReplicas`.
 pub const LOST_REPLICAS_TAG: i32 = KEEL_TAG_BASE;
+/// `DescribeLogDirsResponse.Results[].KeelStatus`.
+pub const LOG_DIR_STATUS_TAG: i32 = KEEL_TAG_BASE;
 
 /// ElectLeaders' `ErrorMessage` for a partition where an unclean election started KIP-966's
 /// unclean recovery instead of electing at once (error code 0; the leader follows when the
@@ -242,6 +248,81 @@ impl PartitionStatusCode {
     }
 }
 
+/// What Keel adds to a DescribeLogDirs result: the damaged data set aside in the directory
+/// (issue 19) and, for an offline directory, the error that took it offline.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogDirStatus {
+    /// Quarantine directories in the log directory.
+    pub quarantine_count: i32,
+    /// Bytes they hold.
+    pub quarantined_bytes: i64,
+    /// Why the directory is offline, if it is.
+    pub offline_reason: Option<String>,
+}
+
+/// Longest `OfflineReason` encoded (an IO error message; longer ones are cut).
+const OFFLINE_REASON_BYTES_MAX: usize = 4096;
+
+impl LogDirStatus {
+    /// The tagged field's bytes.
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i32(self.quarantine_count);
+        buf.put_i64(self.quarantined_bytes);
+        match &self.offline_reason {
+            None => put_uvarint(&mut buf, 0),
+            Some(reason) => {
+                let mut end = reason.len().min(OFFLINE_REASON_BYTES_MAX);
+                while !reason.is_char_boundary(end) {
+                    end -= 1;
+                }
+                put_uvarint(&mut buf, end as u64 + 1);
+                buf.put_slice(&reason.as_bytes()[..end]);
+            }
+        }
+        buf.freeze()
+    }
+
+    /// From the tagged field's bytes.
+    pub fn decode(bytes: &Bytes) -> Result<Self, ExtError> {
+        let tag = LOG_DIR_STATUS_TAG;
+        let mut buf = bytes.clone();
+        if buf.remaining() < 12 {
+            return Err(ExtError::Malformed {
+                tag,
+                what: "too short",
+            });
+        }
+        let quarantine_count = buf.get_i32();
+        let quarantined_bytes = buf.get_i64();
+        let n = get_uvarint(&mut buf, tag)?;
+        let offline_reason = match usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) {
+            None => None,
+            Some(len) if len <= OFFLINE_REASON_BYTES_MAX && buf.remaining() >= len => {
+                let text = buf.split_to(len);
+                Some(
+                    String::from_utf8(text.to_vec()).map_err(|_| ExtError::Malformed {
+                        tag,
+                        what: "reason not UTF-8",
+                    })?,
+                )
+            }
+            Some(_) => {
+                return Err(ExtError::Malformed {
+                    tag,
+                    what: "reason longer than the field",
+                })
+            }
+        };
+        finished(&buf, tag)?;
+        Ok(LogDirStatus {
+            quarantine_count,
+            quarantined_bytes,
+            offline_reason,
+        })
+    }
+}
+
 /// One entry of `BrokerHeartbeatRequest.LostReplicas`: a replica the running broker lost
 /// (issue 19), with the partition epoch of the state it saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,6 +392,22 @@ pub fn decode_lost_replicas(bytes: &Bytes, max: usize) -> Result<Vec<LostReplica
 
 #[cfg(test)]
 mod tests {
+
+    // A log directory's Keel status round-trips, with and without an offline reason.
+    #[test]
+    fn log_dir_status_round_trips() {
+        for status in [
+            LogDirStatus::default(),
+            LogDirStatus {
+                quarantine_count: 2,
+                quarantined_bytes: 5_000_000,
+                offline_reason: Some("append x: No space left on device (os error 28)".into()),
+            },
+        ] {
+            assert_eq!(LogDirStatus::decode(&status.encode()), Ok(status));
+        }
+        assert!(LogDirStatus::decode(&Bytes::from_static(&[0, 0])).is_err());
+    }
 
     // LostReplicas round-trips, and hostile counts or lengths are refused before allocating.
     #[test]

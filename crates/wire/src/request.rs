@@ -15,9 +15,10 @@ use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest, ApiKey,
     ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreatePartitionsRequest,
     CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    DescribeLogDirsRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
+    FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -46,6 +47,7 @@ pub enum Request {
     ElectLeaders(ElectLeadersRequest),
     DescribeCluster(DescribeClusterRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
+    DescribeLogDirs(DescribeLogDirsRequest),
     InitProducerId(InitProducerIdRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
@@ -216,6 +218,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         }
         ApiKey::DescribeTopicPartitions => {
             Request::DescribeTopicPartitions(DescribeTopicPartitionsRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeLogDirs => {
+            Request::DescribeLogDirs(DescribeLogDirsRequest::decode(buf, version)?)
         }
         ApiKey::InitProducerId => {
             Request::InitProducerId(InitProducerIdRequest::decode(buf, version)?)

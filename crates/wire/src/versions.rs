@@ -47,6 +47,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::OffsetForLeaderEpoch, 2, 4),
     range(ApiKey::DescribeConfigs, 1, 4),
     range(ApiKey::AlterConfigs, 0, 2),
+    range(ApiKey::DescribeLogDirs, 1, 4),
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::DeleteGroups, 0, 2),
     range(ApiKey::ElectLeaders, 0, 2),

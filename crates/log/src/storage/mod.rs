@@ -65,6 +65,21 @@ pub trait Storage: Send + Sync + Debug {
     /// Takes the exclusive lock of directory `path` (Kafka's `.lock` file), held until the
     /// returned guard is dropped; fails with `WouldBlock` if another process holds it.
     fn lock_dir(&self, path: &Path) -> io::Result<DirLock>;
+    /// The size of the volume holding `path` and the bytes still usable on it
+    /// (DescribeLogDirs' `TotalBytes`/`UsableBytes`); `None` when the storage cannot tell.
+    fn space(&self, path: &Path) -> io::Result<Option<VolumeSpace>> {
+        let _ = path;
+        Ok(None)
+    }
+}
+
+/// What [`Storage::space`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeSpace {
+    /// The volume's size in bytes.
+    pub total_bytes: u64,
+    /// Bytes an unprivileged writer can still use.
+    pub usable_bytes: u64,
 }
 
 /// A held directory lock; dropping it releases the lock.

@@ -20,6 +20,14 @@ impl OsStorage {
 }
 
 impl Storage for OsStorage {
+    fn space(&self, path: &Path) -> io::Result<Option<super::VolumeSpace>> {
+        let stat = rustix::fs::statvfs(path)?;
+        Ok(Some(super::VolumeSpace {
+            total_bytes: stat.f_blocks.saturating_mul(stat.f_frsize),
+            usable_bytes: stat.f_bavail.saturating_mul(stat.f_frsize),
+        }))
+    }
+
     fn create_dir_all(&self, path: &Path) -> io::Result<()> {
         fs::create_dir_all(path)
     }

@@ -156,6 +156,34 @@ impl Broker {
             .contains_key(&index)
     }
 
+    /// The paths of the log directories, in `log.dirs` order (those that could not be opened
+    /// at start are not among them: [`Broker::offline_log_dirs`] lists them).
+    pub fn log_dir_paths(&self) -> Vec<PathBuf> {
+        self.log_dirs
+            .iter()
+            .map(|d| d.path().to_path_buf())
+            .collect()
+    }
+
+    /// Why log directory `index` is offline, if it is.
+    pub fn offline_reason(&self, index: usize) -> Option<String> {
+        self.offline_dirs
+            .lock()
+            .expect("offline dirs lock poisoned")
+            .by_index
+            .get(&index)
+            .map(|d| d.reason.clone())
+    }
+
+    /// The directories that could not be opened at start.
+    pub fn offline_at_start(&self) -> Vec<OfflineLogDir> {
+        self.offline_dirs
+            .lock()
+            .expect("offline dirs lock poisoned")
+            .at_start
+            .clone()
+    }
+
     /// Every offline log directory (those that failed at start too).
     pub fn offline_log_dirs(&self) -> Vec<OfflineLogDir> {
         let offline = self

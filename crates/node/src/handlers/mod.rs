@@ -7,6 +7,7 @@ mod create_partitions;
 mod create_topics;
 mod delete_topics;
 mod describe_cluster;
+mod describe_log_dirs;
 pub mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
@@ -74,6 +75,7 @@ pub async fn dispatch(
         Request::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(broker, r))?
         }
+        Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, r))?,
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
         Request::FindCoordinator(r) => encode(&find_coordinator::handle(broker, r, version).await)?,
         Request::JoinGroup(r) => {
