@@ -3,13 +3,15 @@
 - kill -9 of the active controller during continuous acks=all production and a burst of topic
   creations: another controller takes over within seconds (the time is printed, and recorded in
   docs/benchmarks.md), no acknowledged record is lost and no topic is half-created;
+- a fresh cluster of three controller and three broker processes starts, serves and stops without
+  logging a warning;
 - KAFKA-532 in the KRaft world: the active controller is SIGSTOPped mid-way through topic
   creations and leader elections, another is elected, the old one resumes — it never acts again
   in its old term, and no broker ever sees two leaders for one leader epoch or a leader epoch
   going backward (no broker applied a decision the new controller did not commit).
 
-Cites issue 6, KAFKA-532 (../shared/seeds) and DESIGN.md's promise that no acknowledged acks=all
-record is lost.
+Cites issue 6, issue 19 (a quiet start), KAFKA-532 (../shared/seeds)
+and DESIGN.md's promise that no acknowledged acks=all record is lost.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import threading
 import time
 
+import confluent_kafka as ck
 from confluent_kafka.admin import NewTopic
 
-from clients import BackgroundProducer, confluent_admin, confluent_consume, confluent_watermarks, unique_topic
+from clients import (RDKAFKA_LOG, BackgroundProducer, confluent_admin, confluent_consume, confluent_watermarks,
+                     unique_topic)
 from keel_cluster import MetadataWatcher, Sample
 
 MIN_ISR = {"min.insync.replicas": "2"}
@@ -219,3 +223,39 @@ def test_restarted_broker_catches_up_from_a_snapshot(cluster):
     assert "loaded a metadata snapshot" in c.broker(2).log_text(), c.broker(2).log_tail()
     for name in names:
         c.wait_for(lambda n=name: c.partition_view(2, n), 30, f"broker 2 knows {name}")
+
+
+def test_a_fresh_cluster_starts_serves_and_stops_without_warnings(cluster):
+    """Three controllers and three brokers started fresh (brokers start as soon as the controllers
+    listen, before the quorum has elected), a topic created, records produced and read back by a
+    consumer group, everything stopped with SIGTERM: no process logged a WARN or ERROR line — the
+    normal start of a cluster is not a warning (issue 19)."""
+    c = cluster("quiet")
+    topic = unique_topic("quiet")
+    c.create_topic(topic, partitions=3, replication_factor=3, config=MIN_ISR)
+    consumer_group_round_trip(c.live_bootstrap, topic)
+    c.stop()
+    noisy = [f"{p.name}: {line}" for p in c.processes for line in p.all_logs().splitlines()
+             if " WARN " in line or " ERROR " in line]
+    assert not noisy, "a fresh cluster logged warnings:\n" + "\n".join(noisy[:20])
+
+
+def consumer_group_round_trip(bootstrap: str, topic: str, count: int = 30) -> None:
+    """Produces `count` records with acks=all and reads them back as a consumer group that commits
+    (so `__consumer_offsets` and a group coordinator are part of the run)."""
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "logger": RDKAFKA_LOG})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("quiet-group"),
+                            "auto.offset.reset": "earliest", "logger": RDKAFKA_LOG})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(count)), f"read {len(got)} of {count}"

@@ -39,6 +39,32 @@ def test_dev_round_trip_and_sigterm(start_broker):
     assert b.terminate() == 0
 
 
+def test_a_fresh_dev_cluster_logs_no_warning(start_broker):
+    """A fresh `keel dev` (formatted on this start; its brokers register while the controller
+    quorum is still electing) becomes ready, serves a topic created with `keel topics create`,
+    acks=all production and a consumer group that commits, and stops on SIGTERM — without a single
+    WARN or ERROR line: the normal start of a cluster is not a warning (issue 19)."""
+    import subprocess
+
+    from keel_broker import keel_bin
+
+    b = start_broker("dev-quiet", mode="dev")
+    topic = unique_topic("dev-quiet")
+    created = subprocess.run([str(keel_bin()), "topics", "create", topic, "--partitions", "3",
+                              "--bootstrap-server", b.bootstrap.split(",")[0]],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    producer = ck.Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "logger": RDKAFKA_LOG})
+    for i in range(30):
+        producer.produce(topic, f"quiet-{i}".encode())
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    got = read_as_group("confluent", b.bootstrap, topic, unique_topic("dev-quiet-group"), 30)
+    assert sorted(got) == sorted(f"quiet-{i}".encode() for i in range(30)), got
+    assert b.terminate() == 0, b.log_tail()
+    noisy = [line for line in b.log_text().splitlines() if " WARN " in line or " ERROR " in line]
+    assert not noisy, "a fresh keel dev logged warnings:\n" + "\n".join(noisy[:20])
+
+
 def test_format_writes_meta_properties(tmp_path):
     """`keel format --config F --cluster-id ID` prints the id and writes meta.properties with
     cluster.id and node.id in the log dir (Kafka's `kafka-storage format`, KIP-631)."""
