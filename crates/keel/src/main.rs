@@ -142,7 +142,38 @@ struct ConfigArgs {
     overrides: Vec<String>,
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as one line (its causes joined with `: `) and exits 1 —
+/// never anyhow's report with a backtrace, which `main` returning the error would print when
+/// `RUST_BACKTRACE` is set.
+fn main() -> std::process::ExitCode {
+    init_logging();
+    match run_command(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes joined with `: `, leaving out a cause its message already ends with
+/// (errors that print their source themselves).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             // openraft reports every vote and every retry to an unreachable voter; Keel logs
@@ -154,7 +185,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+}
+
+fn run_command(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Format { config, cluster_id } => {
             let props = load_props(&config.config, &config.overrides)?;
@@ -679,4 +712,23 @@ fn read_cluster_id(dir: &Path) -> anyhow::Result<Option<String>> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let meta = keel_log::MetaProperties::parse(&path, &text)?;
     Ok(Some(meta.cluster_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: a CLI error is one line, its causes joined, a cause its message already ends with
+    // left out (issue 19: no backtrace, one line).
+    #[test]
+    fn errors_print_as_one_line() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let repeating = anyhow::Error::new(io).context("bind 0.0.0.0:9093: address in use");
+        assert_eq!(
+            one_line(&repeating.context("cannot start")),
+            "cannot start: bind 0.0.0.0:9093: address in use"
+        );
+        let plain = anyhow::anyhow!("root").context("middle").context("top");
+        assert_eq!(one_line(&plain), "top: middle: root");
+    }
 }
