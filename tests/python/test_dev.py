@@ -86,6 +86,28 @@ def test_format_writes_meta_properties(tmp_path):
     assert props.get("node.id") == "1", props
 
 
+def test_format_refuses_a_cluster_id_that_is_not_kafkas(tmp_path):
+    """`keel format -t ID` (and `--cluster-id`) refuses an id that is not 22 characters of URL-safe
+    base64 encoding 16 bytes, as `kafka-storage.sh format` does, with a message saying what the form
+    is — and writes nothing (issue 19). Kafka's documented `MkU3OEVBNTcwNTJENDM2Qk` is accepted."""
+    import subprocess
+
+    from keel_broker import Broker, keel_bin
+
+    b = Broker(tmp_path, name="format-bad-id")
+    b.config_path.write_text("".join(f"{k}={v}\n" for k, v in b.config.items()))
+    for flag, bad in [("-t", "my-cluster"), ("--cluster-id", "MkU3OEVBNTcwNTJENDM2QkMkU3"),
+                      ("-t", "MkU3OEVBNTcwNTJENDM2Q"), ("-t", "MkU3OEVBNTcwNTJENDM2Q+"), ("-t", "")]:
+        out = subprocess.run([str(keel_bin()), "format", "--config", str(b.config_path), flag, bad],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, f"{flag} {bad!r} accepted: {out.stdout}{out.stderr}"
+        assert "is not a Kafka cluster id" in out.stderr and "22 characters" in out.stderr, out.stderr
+        assert not b.log_dir.exists(), f"{flag} {bad!r}: a refused format wrote {b.log_dir}"
+    out = subprocess.run([str(keel_bin()), "format", "--config", str(b.config_path), "-t", "MkU3OEVBNTcwNTJENDM2Qk"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
 def read_as_group(kind: str, bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:
     """Subscribes with the client's default group settings, reads `count` records, commits them."""
     got: list[bytes] = []

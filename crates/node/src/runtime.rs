@@ -79,7 +79,8 @@ pub enum LocalController {
 
 impl LocalController {
     /// What a broker config asks for: combined mode when `process.roles` names both roles, a
-    /// single-node cluster when no `controller.quorum.voters` are configured.
+    /// single-node cluster when no controllers are configured (neither
+    /// `controller.quorum.voters` nor `controller.quorum.bootstrap.servers`).
     pub fn for_broker(config: &BrokerConfig) -> anyhow::Result<LocalController> {
         let roles = &config.process_roles;
         if roles.iter().any(|r| r == "controller") {
@@ -88,7 +89,7 @@ impl LocalController {
                 controller, config,
             )));
         }
-        if !config.controller_quorum_voters.is_empty() {
+        if !config.controller_addresses().is_empty() {
             return Ok(LocalController::None);
         }
         let mut props = config.raw.clone();
@@ -179,18 +180,11 @@ pub async fn run_observed(
             in_process_listener = Some(mem.bind(IN_PROCESS_CONTROLLER));
             (Arc::new(mem), vec![IN_PROCESS_CONTROLLER.to_string()])
         }
-        LocalController::Combined(c) if config.controller_quorum_voters.is_empty() => (
+        LocalController::Combined(c) if config.controller_addresses().is_empty() => (
             network,
-            vec![format!("{}:{}", c.listener.host, c.listener.port)],
+            c.quorum_voters.iter().map(|(_, a)| a.clone()).collect(),
         ),
-        _ => (
-            network,
-            config
-                .controller_quorum_voters
-                .iter()
-                .map(|(_, addr)| addr.clone())
-                .collect(),
-        ),
+        _ => (network, config.controller_addresses()),
     };
 
     let (broker, jobs) = {
