@@ -3,23 +3,32 @@
 - kill -9 of the active controller during continuous acks=all production and a burst of topic
   creations: another controller takes over within seconds (the time is printed, and recorded in
   docs/benchmarks.md), no acknowledged record is lost and no topic is half-created;
+- the `keel` admin commands sent while the quorum elects a new active controller retry
+  NOT_CONTROLLER with back-off and succeed (Kafka's admin client: default.api.timeout.ms), and
+  give up with the error after --api-timeout-ms when no quorum is left;
+- a fresh cluster of three controller and three broker processes starts, serves and stops without
+  logging a warning;
 - KAFKA-532 in the KRaft world: the active controller is SIGSTOPped mid-way through topic
   creations and leader elections, another is elected, the old one resumes — it never acts again
   in its old term, and no broker ever sees two leaders for one leader epoch or a leader epoch
   going backward (no broker applied a decision the new controller did not commit).
 
-Cites issue 6, KAFKA-532 (../shared/seeds) and DESIGN.md's promise that no acknowledged acks=all
-record is lost.
+Cites issue 6, issue 19 (the CLI across a failover; a quiet start), KAFKA-532 (../shared/seeds)
+and DESIGN.md's promise that no acknowledged acks=all record is lost.
 """
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 
+import confluent_kafka as ck
 from confluent_kafka.admin import NewTopic
 
-from clients import BackgroundProducer, confluent_admin, confluent_consume, confluent_watermarks, unique_topic
+from clients import (RDKAFKA_LOG, BackgroundProducer, confluent_admin, confluent_consume, confluent_watermarks,
+                     unique_topic)
+from keel_broker import keel_bin
 from keel_cluster import MetadataWatcher, Sample
 
 MIN_ISR = {"min.insync.replicas": "2"}
@@ -219,3 +228,89 @@ def test_restarted_broker_catches_up_from_a_snapshot(cluster):
     assert "loaded a metadata snapshot" in c.broker(2).log_text(), c.broker(2).log_tail()
     for name in names:
         c.wait_for(lambda n=name: c.partition_view(2, n), 30, f"broker 2 knows {name}")
+
+
+def keel_cli(*args: str, bootstrap: str) -> subprocess.Popen:
+    """Starts one `keel` admin command against `bootstrap`; stdout and stderr are captured."""
+    return subprocess.Popen([str(keel_bin()), *args, "--bootstrap-server", bootstrap], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={"RUST_BACKTRACE": "0"})
+
+
+def test_keel_commands_retry_not_controller_across_a_failover(cluster):
+    """kill -9 of the active controller with a 3 s election timeout leaves the quorum without an
+    active controller for seconds: `keel topics create`, `keel configs set` and `keel elect`, sent
+    in that window, are answered NOT_CONTROLLER by the broker (it cannot forward them) and must
+    retry until the new controller answers, not fail at once. With two of three controllers gone
+    the same command gives up after --api-timeout-ms, saying how often it retried (issue 19)."""
+    c = cluster("cli-failover", brokers=1, controller={"controller.quorum.election.timeout.ms": "3000",
+                                                        "default.replication.factor": "1",
+                                                        "min.insync.replicas": "1"})
+    bootstrap = c.live_bootstrap
+    existing, created = unique_topic("cli-fo"), unique_topic("cli-fo-new")
+    c.create_topic(existing, partitions=1, replication_factor=1)
+    old = c.wait_for_active_controller()
+    c.controllers[old].kill9()
+    killed_at = time.monotonic()
+    runs = {
+        "topics create": keel_cli("topics", "create", created, "--partitions", "2", bootstrap=bootstrap),
+        "configs set": keel_cli("configs", "set", "--topic", existing, "retention.ms=3600000", bootstrap=bootstrap),
+        "elect": keel_cli("elect", "--topic", existing, "--preferred", bootstrap=bootstrap),
+    }
+    outputs = {}
+    for name, run in runs.items():
+        out, err = run.communicate(timeout=90)
+        outputs[name] = (run.returncode, out, err, time.monotonic() - killed_at)
+    new = c.wait_for_active_controller(other_than=old)
+    for name, (code, out, err, took) in outputs.items():
+        print(f"\n`keel {name}` sent during the failover succeeded {took:.2f}s after the kill")
+        assert code == 0, f"keel {name} failed during the failover: {out}{err}"
+    assert outputs["topics create"][1].strip() == f"Created topic {created}."
+    assert outputs["elect"][1].strip() == f"{existing}-0: no election needed"
+    assert len(c.partition_state(created)) == 2, c.partition_state(created)
+
+    # No quorum at all: bounded retries, then the error.
+    c.controllers[new].kill9()
+    started = time.monotonic()
+    run = keel_cli("topics", "create", unique_topic("cli-fo-never"), "--api-timeout-ms", "3000",
+                   bootstrap=bootstrap)
+    out, err = run.communicate(timeout=90)
+    took = time.monotonic() - started
+    print(f"`keel topics create --api-timeout-ms 3000` without a quorum gave up after {took:.2f}s")
+    assert run.returncode == 1, f"created without a quorum: {out}{err}"
+    assert "NotController" in err and "retries over" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_fresh_cluster_starts_serves_and_stops_without_warnings(cluster):
+    """Three controllers and three brokers started fresh (brokers start as soon as the controllers
+    listen, before the quorum has elected), a topic created, records produced and read back by a
+    consumer group, everything stopped with SIGTERM: no process logged a WARN or ERROR line — the
+    normal start of a cluster is not a warning (issue 19)."""
+    c = cluster("quiet")
+    topic = unique_topic("quiet")
+    c.create_topic(topic, partitions=3, replication_factor=3, config=MIN_ISR)
+    consumer_group_round_trip(c.live_bootstrap, topic)
+    c.stop()
+    noisy = [f"{p.name}: {line}" for p in c.processes for line in p.all_logs().splitlines()
+             if " WARN " in line or " ERROR " in line]
+    assert not noisy, "a fresh cluster logged warnings:\n" + "\n".join(noisy[:20])
+
+
+def consumer_group_round_trip(bootstrap: str, topic: str, count: int = 30) -> None:
+    """Produces `count` records with acks=all and reads them back as a consumer group that commits
+    (so `__consumer_offsets` and a group coordinator are part of the run)."""
+    producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "logger": RDKAFKA_LOG})
+    for i in range(count):
+        producer.produce(topic, f"v{i}".encode())
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("quiet-group"),
+                            "auto.offset.reset": "earliest", "logger": RDKAFKA_LOG})
+    consumer.subscribe([topic])
+    got = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            got.append(msg.value())
+    consumer.commit(asynchronous=False)
+    consumer.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(count)), f"read {len(got)} of {count}"

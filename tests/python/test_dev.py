@@ -39,6 +39,32 @@ def test_dev_round_trip_and_sigterm(start_broker):
     assert b.terminate() == 0
 
 
+def test_a_fresh_dev_cluster_logs_no_warning(start_broker):
+    """A fresh `keel dev` (formatted on this start; its brokers register while the controller
+    quorum is still electing) becomes ready, serves a topic created with `keel topics create`,
+    acks=all production and a consumer group that commits, and stops on SIGTERM — without a single
+    WARN or ERROR line: the normal start of a cluster is not a warning (issue 19)."""
+    import subprocess
+
+    from keel_broker import keel_bin
+
+    b = start_broker("dev-quiet", mode="dev")
+    topic = unique_topic("dev-quiet")
+    created = subprocess.run([str(keel_bin()), "topics", "create", topic, "--partitions", "3",
+                              "--bootstrap-server", b.bootstrap.split(",")[0]],
+                             capture_output=True, text=True, timeout=60)
+    assert created.returncode == 0, created.stderr
+    producer = ck.Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "logger": RDKAFKA_LOG})
+    for i in range(30):
+        producer.produce(topic, f"quiet-{i}".encode())
+    assert producer.flush(30) == 0, "records left unacknowledged"
+    got = read_as_group("confluent", b.bootstrap, topic, unique_topic("dev-quiet-group"), 30)
+    assert sorted(got) == sorted(f"quiet-{i}".encode() for i in range(30)), got
+    assert b.terminate() == 0, b.log_tail()
+    noisy = [line for line in b.log_text().splitlines() if " WARN " in line or " ERROR " in line]
+    assert not noisy, "a fresh keel dev logged warnings:\n" + "\n".join(noisy[:20])
+
+
 def test_format_writes_meta_properties(tmp_path):
     """`keel format --config F --cluster-id ID` prints the id and writes meta.properties with
     cluster.id and node.id in the log dir (Kafka's `kafka-storage format`, KIP-631)."""
@@ -58,6 +84,28 @@ def test_format_writes_meta_properties(tmp_path):
     props = dict(line.split("=", 1) for line in meta.read_text().splitlines() if "=" in line and not line.startswith("#"))
     assert props.get("cluster.id") == cluster_id, props
     assert props.get("node.id") == "1", props
+
+
+def test_format_refuses_a_cluster_id_that_is_not_kafkas(tmp_path):
+    """`keel format -t ID` (and `--cluster-id`) refuses an id that is not 22 characters of URL-safe
+    base64 encoding 16 bytes, as `kafka-storage.sh format` does, with a message saying what the form
+    is — and writes nothing (issue 19). Kafka's documented `MkU3OEVBNTcwNTJENDM2Qk` is accepted."""
+    import subprocess
+
+    from keel_broker import Broker, keel_bin
+
+    b = Broker(tmp_path, name="format-bad-id")
+    b.config_path.write_text("".join(f"{k}={v}\n" for k, v in b.config.items()))
+    for flag, bad in [("-t", "my-cluster"), ("--cluster-id", "MkU3OEVBNTcwNTJENDM2QkMkU3"),
+                      ("-t", "MkU3OEVBNTcwNTJENDM2Q"), ("-t", "MkU3OEVBNTcwNTJENDM2Q+"), ("-t", "")]:
+        out = subprocess.run([str(keel_bin()), "format", "--config", str(b.config_path), flag, bad],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1, f"{flag} {bad!r} accepted: {out.stdout}{out.stderr}"
+        assert "is not a Kafka cluster id" in out.stderr and "22 characters" in out.stderr, out.stderr
+        assert not b.log_dir.exists(), f"{flag} {bad!r}: a refused format wrote {b.log_dir}"
+    out = subprocess.run([str(keel_bin()), "format", "--config", str(b.config_path), "-t", "MkU3OEVBNTcwNTJENDM2Qk"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
 
 
 def read_as_group(kind: str, bootstrap: str, topic: str, group: str, count: int) -> list[bytes]:

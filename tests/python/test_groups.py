@@ -280,6 +280,17 @@ def test_keel_groups_commands(groups_broker):
     assert group not in keel_groups(groups_broker, "list").stdout
 
 
+def test_describe_of_a_missing_group_says_so(groups_broker):
+    """`keel groups describe` of a group the coordinator has never seen exits non-zero with Kafka's
+    kafka-consumer-groups.sh message, "Consumer group 'x' does not exist." (issue 19), instead of
+    describing an empty Dead group."""
+    group = unique_topic("g-missing")
+    missing = keel_groups(groups_broker, "describe", group, ok=False)
+    assert missing.returncode == 1, missing
+    assert missing.stderr.strip() == f"Error: Consumer group '{group}' does not exist.", missing.stderr
+    assert keel_groups(groups_broker, "describe", group, "--json", ok=False).stdout == ""
+
+
 CRASHING_MEMBER = r"""
 import json, sys, time
 import confluent_kafka as ck

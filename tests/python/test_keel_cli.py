@@ -13,7 +13,7 @@ import subprocess
 
 import kafka_wire as w
 from clients import unique_topic
-from keel_broker import keel_bin
+from keel_broker import free_port, keel_bin
 
 
 def keel(broker, *args: str, ok: bool = True) -> subprocess.CompletedProcess:
@@ -121,3 +121,28 @@ def test_elect_leaders_v0_through_a_broker(shared_broker):
         # The same connection answers the next request.
         r = conn.call(43, 0, body)
         assert r.int32() == 0
+
+
+def test_errors_are_one_line_without_a_backtrace_even_with_rust_backtrace(shared_broker, tmp_path):
+    """With RUST_BACKTRACE=1 (and RUST_LIB_BACKTRACE=1) set, an unreachable broker, a refused
+    request, a bad argument value and a missing config file each print one `Error: ...` line
+    (the causes joined) and exit 1 — no "Stack backtrace" from main's Result (issue 19)."""
+    env = {"RUST_BACKTRACE": "1", "RUST_LIB_BACKTRACE": "1"}
+    topic = unique_topic("cli-errors")
+    keel(shared_broker, "topics", "create", topic)
+    cases = {
+        "unreachable broker": (["topics", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}"],
+                               "cannot reach a broker"),
+        "refused request": (["topics", "create", topic, "--bootstrap-server", shared_broker.bootstrap],
+                            "TopicAlreadyExists"),
+        "bad argument": (["configs", "set", "--topic", topic, "retention.ms", "--bootstrap-server",
+                          shared_broker.bootstrap], "not key=value"),
+        "missing config file": (["server", "--config", str(tmp_path / "missing.properties")],
+                                "cannot read config file"),
+    }
+    for case, (args, expected) in cases.items():
+        run = subprocess.run([str(keel_bin()), *args], capture_output=True, text=True, timeout=60, env=env)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 1, f"{case}: exit {run.returncode}: {run.stderr}"
+        assert len(lines) == 1 and lines[0].startswith("Error: ") and expected in lines[0], f"{case}: {run.stderr}"
+        assert "backtrace" not in run.stderr.lower(), f"{case}: {run.stderr}"

@@ -5,20 +5,27 @@ panic"; unknown or too-new API versions get Kafka's answers (KIP-511: ApiVersion
 UNSUPPORTED_VERSION 35). Kafka's SocketServer closes the connection on a negative or oversized size
 prefix (socket.request.max.bytes) and on a request header or body it cannot parse. After every case
 the broker process must be alive and a fresh client must still produce and consume.
+
+A flood of malformed frames (a fuzzer made 23,378 WARN lines in 4 minutes, issue 19) logs at most
+one line per second per listener, each saying how many it left out, and counts every closed
+connection in `keel_malformed_requests_total`.
 """
 
 from __future__ import annotations
 
 import random
+import re
 import socket
 import struct
+import time
 
 import pytest
 
 import kafka_wire as w
 from clients import create_topic, unique_topic
-from keel_broker import launch, retire
+from keel_broker import free_port, launch, retire
 from test_errors import assert_serves
+from test_metrics import scrape, value
 
 REQUEST_MAX_BYTES = 1024 * 1024
 # What Keel must advertise (the APIs its contract serves).
@@ -224,3 +231,46 @@ def _fix_crc(batch: bytearray) -> None:
     import crc32c
 
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+
+
+FLOOD = 400
+CLOSING_RE = re.compile(r" WARN .*closing connection.*suppressed=(\d+)")
+
+
+def test_a_flood_of_malformed_frames_is_counted_and_logged_sparingly(tmp_path_factory):
+    """FLOOD connections, each closed by the broker for a malformed frame (alternately an
+    unknown API key — an undecodable request — and a size prefix over socket.request.max.bytes):
+    `keel_malformed_requests_total{listener="broker"}` counts every one, while the log has at most
+    one WARN line per second of the flood (plus one), whose suppressed counts add up to the rest."""
+    port = free_port()
+    b = launch(tmp_path_factory, "malformed-flood", overrides={"socket.request.max.bytes": str(REQUEST_MAX_BYTES)},
+               config={"metrics.port": str(port)})
+    try:
+        frames = [CASES["unknown-api-key"], CASES["over-socket.request.max.bytes"]]
+        started = time.monotonic()
+        for i in range(FLOOD):
+            with connect(b) as conn:
+                conn.send(frames[i % 2])
+                conn.wait_closed(timeout_s=10)
+        flood_s = time.monotonic() - started
+        deadline = time.monotonic() + 10
+        counted = 0.0
+        while time.monotonic() < deadline:
+            counted = value(scrape(port), "keel_malformed_requests_total", node_id="1", listener="broker")
+            if counted >= FLOOD:
+                break
+            time.sleep(0.1)
+        assert counted == FLOOD, f"keel_malformed_requests_total is {counted}, {FLOOD} were sent"
+        # One more, a second later: its line reports what the flood's last second left out.
+        time.sleep(1.1)
+        with connect(b) as conn:
+            conn.send(frames[0])
+            conn.wait_closed(timeout_s=10)
+        time.sleep(0.5)
+        lines = CLOSING_RE.findall(b.log_text())
+        print(f"\n{FLOOD + 1} malformed frames in {flood_s:.2f}s: {len(lines)} WARN lines")
+        assert 2 <= len(lines) <= flood_s + 3, f"{len(lines)} WARN lines for {FLOOD + 1} frames in {flood_s:.1f}s"
+        assert sum(int(n) for n in lines) + len(lines) == FLOOD + 1, lines
+        assert_serves(b, unique_topic("after-flood"))
+    finally:
+        retire(b)

@@ -7,7 +7,10 @@ the controller recovers the partition by its `unclean.recovery.strategy`:
   leader epoch, so nothing is lost;
 - Proactive, with an ELR member still down, elects whoever answered once its 5 seconds pass;
 - Manual stays paused, visibly (`keel status`, `keel topics describe`), until `keel elect
-  --leader N`.
+  --leader N`;
+- Manual, once an operator starts a recovery (`keel elect --unclean --balanced`), is reported as
+  recovering — no longer paused — by every broker and by the controller's metrics, also after a
+  controller failover, and elects the longest log once every LastKnownELR member answers.
 
 The partition's history is the same in each test: replicas [0, 1, 2], min ISR 2. Records A are
 written with acks=all to all three; broker 2 is killed, records B go to 0 and 1 (acks=all); broker
@@ -16,7 +19,8 @@ never committed); broker 0 is killed. So broker 0 has the longest log (A+B+C), b
 broker 2 has A, all in the same leader epoch.
 
 Cites issue 7 (tests: "all ELR members lose data uncleanly → Balanced waits ...; Proactive with one
-member missing elects after the timeout; Manual stays paused ... until keel elect --leader N").
+member missing elects after the timeout; Manual stays paused ... until keel elect --leader N") and
+issue 19 ("a partition whose recovery an operator started is reported as recovering").
 The `keel` admin CLI is what the tests read the partition with.
 """
 
@@ -142,16 +146,30 @@ def test_proactive_elects_after_the_timeout_without_the_missing_member(cluster):
     assert got == values(acked), f"read {len(got)} records, expected the {A + B} acks=all ones"
 
 
-def paused_partitions(ports: list[int]) -> float:
-    """The sum of `keel_paused_partitions_count` over the controllers' metrics endpoints (only the
-    active controller reports a non-zero value)."""
+def controller_gauge(ports: list[int], name: str) -> float:
+    """The sum of gauge `name` over the controllers' metrics endpoints that answer (only the active
+    controller reports a non-zero value)."""
     total = 0.0
     for port in ports:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
-            for line in r.read().decode().splitlines():
-                if line.startswith("keel_paused_partitions_count"):
-                    total += float(line.rsplit(" ", 1)[1])
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:  # a controller the test killed
+            continue
+        for line in text.splitlines():
+            if line.startswith(name + "{"):
+                total += float(line.rsplit(" ", 1)[1])
     return total
+
+
+def paused_partitions(ports: list[int]) -> float:
+    """The sum of `keel_paused_partitions_count` over the controllers' metrics endpoints."""
+    return controller_gauge(ports, "keel_paused_partitions_count")
+
+
+def recovery_counts(ports: list[int]) -> tuple[float, float]:
+    """(paused, under unclean recovery) partitions, as the controllers' metrics count them."""
+    return paused_partitions(ports), controller_gauge(ports, "keel_unclean_recovery_partitions_count")
 
 
 def test_manual_stays_paused_until_an_operator_elects(cluster):
@@ -193,5 +211,58 @@ def test_manual_stays_paused_until_an_operator_elects(cluster):
     assert p["leader"] == 0 and p["state"] == "led", p
     c.wait_for(lambda: paused_partitions(ports) == 0, 10, "paused_partitions_count back to 0",
                state=lambda: paused_partitions(ports))
+    got = read_all(c, topic, A + B + C)
+    assert got == values(acked + leader_only), f"read {len(got)} records, expected {A + B + C}"
+
+
+def test_manual_recovery_started_by_an_operator_is_reported_as_recovering(cluster):
+    """Manual: broker 0 (the longest log) is SIGSTOPped after its unclean restart and broker 1 comes
+    back, so the partition is paused for an operator. `keel elect --unclean --balanced` starts a
+    Balanced recovery, which waits for broker 0: from then on `keel topics describe`, `keel status`
+    and the controller's metrics (paused 0, under unclean recovery 1) say it is recovering — also
+    after the active controller is killed and another takes over the recovery. Once broker 0
+    resumes and answers, it is elected and every record is readable."""
+    c = cluster("urm-manual-recover", controller=CONTROLLER, start=False)
+    ports = []
+    for controller in c.controllers:
+        ports.append(free_port())
+        controller.config["metrics.port"] = str(ports[-1])
+    c.start()
+    topic, acked, leader_only = lose_every_eligible_replica(c, "Manual")
+
+    c.restart(0)
+    wait_describe(c, topic, lambda p: p["last_known_elr"] == [0], "broker 0's unclean restart")
+    c.sigstop(0)
+    c.restart(1)
+    p = wait_describe(c, topic, lambda p: p["state"] == "paused", "the partition paused for an operator")
+    assert p["last_known_elr"] == [0, 1] and p["elr"] == [], p
+    c.wait_for(lambda: recovery_counts(ports) == (1, 0), 10, "paused 1, recovering 0",
+               state=lambda: recovery_counts(ports))
+
+    out = keel("elect", "--topic", topic, "--partition", "0", "--unclean", "--balanced",
+               bootstrap=c.live_bootstrap).stdout
+    assert out.strip() == f"{topic}-0: unclean recovery started", out
+    p = wait_describe(c, topic, lambda p: p["state"] == "unclean-recovery", "the partition reported as recovering")
+    assert p["leader"] == -1 and "0,1" in p["waiting_for"], p
+    offline = json.loads(keel("status", "--json", bootstrap=c.live_bootstrap).stdout)["offline"]
+    assert [(o["topic"], o["state"]) for o in offline] == [(topic, "unclean-recovery")], offline
+    c.wait_for(lambda: recovery_counts(ports) == (0, 1), 10, "paused 0, recovering 1",
+               state=lambda: recovery_counts(ports))
+
+    # The URM's task lives in the active controller's memory; a new one carries the recovery on.
+    old = c.wait_for_active_controller()
+    c.controllers[old].kill9()
+    c.wait_for_active_controller(other_than=old)
+    c.wait_for(lambda: recovery_counts(ports) == (0, 1), 20, "the new active controller: paused 0, recovering 1",
+               state=lambda: recovery_counts(ports))
+    p = describe(c, topic)
+    assert p["leader"] == -1 and p["state"] == "unclean-recovery", p
+
+    c.sigcont(0)
+    p = wait_describe(c, topic, lambda p: p["leader"] >= 0, "a leader once broker 0 answers")
+    assert p["leader"] == 0 and p["state"] == "led", f"Balanced elects the longest log (broker 0): {p}"
+    c.wait_for(lambda: recovery_counts(ports) == (0, 0), 10, "nothing paused or recovering",
+               state=lambda: recovery_counts(ports))
+    c.restart(2)
     got = read_all(c, topic, A + B + C)
     assert got == values(acked + leader_only), f"read {len(got)} records, expected {A + B + C}"

@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::records::PartitionDelta;
-use crate::types::{BrokerId, DirectoryId, LeaderEpoch, LeaderRecoveryState, PartitionEpoch};
+use crate::types::{
+    BrokerId, DirectoryId, LeaderEpoch, LeaderRecoveryState, PartitionEpoch, RecoveryMode,
+};
 
 /// One partition's replicated state.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +36,13 @@ pub struct PartitionState {
     pub partition_epoch: PartitionEpoch,
     /// Whether the leader was elected uncleanly and is still recovering.
     pub leader_recovery_state: LeaderRecoveryState,
+    /// An unclean recovery an operator started (ElectLeaders UNCLEAN), in this mode, where the
+    /// strategy would not run one — the Manual strategy's paused partition above all;
+    /// cleared when a leader is elected (Keel's; KIP-966 keeps it in the controller's memory
+    /// only). Every broker reports the partition as recovering, and a new active controller
+    /// carries the recovery on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_requested: Option<RecoveryMode>,
 }
 
 impl PartitionState {
@@ -54,6 +63,7 @@ impl PartitionState {
             leader_epoch: LeaderEpoch(0),
             partition_epoch: PartitionEpoch(0),
             leader_recovery_state: LeaderRecoveryState::Recovered,
+            recovery_requested: None,
         }
     }
 
@@ -79,7 +89,7 @@ impl PartitionState {
     }
 
     /// The state after `delta`: fields replaced where set, partition epoch + 1, leader epoch + 1
-    /// iff the leader field is set.
+    /// iff the leader field is set; a requested recovery ends with a leader.
     pub fn apply(&self, delta: &PartitionDelta) -> PartitionState {
         let mut next = self.clone();
         if let Some(isr) = &delta.isr {
@@ -100,6 +110,12 @@ impl PartitionState {
         }
         if let Some(directories) = &delta.directories {
             next.directories = directories.clone();
+        }
+        if let Some(mode) = delta.recovery_requested {
+            next.recovery_requested = Some(mode);
+        }
+        if next.leader.is_some() {
+            next.recovery_requested = None;
         }
         next.partition_epoch = self.partition_epoch.next();
         next

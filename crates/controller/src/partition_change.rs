@@ -40,7 +40,7 @@ use std::collections::BTreeSet;
 
 use crate::partition::PartitionState;
 use crate::records::{LeaderChange, PartitionDelta};
-use crate::types::{BrokerId, LeaderRecoveryState, UncleanRecoveryStrategy};
+use crate::types::{BrokerId, LeaderRecoveryState, RecoveryMode, UncleanRecoveryStrategy};
 
 /// What is proposed for one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +129,8 @@ pub enum PartitionStatus {
     WaitingForIsrMember(BTreeSet<BrokerId>),
     /// ISR empty, ELR members exist but none is live; Balanced/Manual wait for one.
     WaitingForElrMember(BTreeSet<BrokerId>),
-    /// No clean candidate: the Unclean Recovery Manager must run (Balanced, or Proactive).
+    /// No clean candidate: the Unclean Recovery Manager must run (Balanced, or Proactive), or an
+    /// operator started it ([`PartitionState::recovery_requested`]).
     NeedsUncleanRecovery,
     /// No clean candidate and the strategy is Manual: waiting for an operator.
     PausedForOperator,
@@ -482,6 +483,11 @@ pub fn classify(p: &PartitionState, ctx: &ChangeContext<'_>) -> PartitionStatus 
     if let Some(leader) = p.leader {
         return PartitionStatus::Led(leader);
     }
+    // An operator started a recovery (ElectLeaders UNCLEAN, e.g. of a paused partition): it runs
+    // whatever the strategy would have waited for.
+    if ctx.elr_enabled && p.recovery_requested.is_some() {
+        return PartitionStatus::NeedsUncleanRecovery;
+    }
     if !ctx.elr_enabled || !p.isr.is_empty() {
         return PartitionStatus::WaitingForIsrMember(p.isr.clone());
     }
@@ -504,6 +510,13 @@ pub fn classify(p: &PartitionState, ctx: &ChangeContext<'_>) -> PartitionStatus 
             PartitionStatus::NeedsUncleanRecovery
         }
     }
+}
+
+/// The mode of the unclean recovery a partition needs: the one an operator asked for, else its
+/// strategy's.
+pub fn recovery_mode(p: &PartitionState, strategy: UncleanRecoveryStrategy) -> RecoveryMode {
+    p.recovery_requested
+        .unwrap_or_else(|| RecoveryMode::for_strategy(strategy))
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::partition::PartitionState;
 use crate::types::{
-    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, LeaderRecoveryState, TopicId, TopicPartition,
+    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, LeaderRecoveryState, RecoveryMode, TopicId,
+    TopicPartition,
 };
 
 /// One metadata record.
@@ -179,6 +180,10 @@ pub struct PartitionDelta {
     pub leader_recovery_state: Option<LeaderRecoveryState>,
     /// New directory assignment, one entry per replica (`None` = unassigned).
     pub directories: Option<Vec<Option<DirectoryId>>>,
+    /// An operator started an unclean recovery in this mode (Keel's; see
+    /// [`PartitionState::recovery_requested`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery_requested: Option<RecoveryMode>,
 }
 
 impl PartitionDelta {

@@ -18,8 +18,10 @@
 //!   after it; either mode elects at once when every replica has answered;
 //! - the winner has the highest last leader epoch, then the longest log (then replica order).
 //!
-//! The URM stores nothing in the metadata log: after a controller failover recovery starts
-//! again ([`crate::Controller::tick`] and heartbeats restart missing tasks).
+//! The URM keeps its tasks out of the metadata log: after a controller failover recovery starts
+//! again ([`crate::Controller::tick`] and heartbeats restart missing tasks). Only an operator's
+//! request for a recovery the strategy would not run is logged
+//! ([`crate::PartitionState::recovery_requested`]), so it starts again too.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -253,6 +253,78 @@ fn unclean_recovery_emits_requests_to_every_replica_and_a_timer() {
 }
 
 #[test]
+fn an_operators_recovery_of_a_paused_partition_is_recorded_and_survives_a_failover() {
+    // issue 19: under the Manual strategy a partition whose recovery an operator started
+    // (`keel elect --unclean --balanced`) is reported as recovering — by the controller's
+    // paused/recovery counts and by the image every broker describes partitions from — and a new
+    // active controller carries the recovery on (the URM's tasks live in memory only, KIP-966).
+    let mut partition = PartitionState::new(
+        vec![BrokerId(1), BrokerId(2), BrokerId(3)],
+        vec![None; 3],
+        Default::default(),
+        None,
+    );
+    partition.last_known_elr = [BrokerId(1), BrokerId(2)].into_iter().collect();
+    let setup = Setup {
+        min_isr: 2,
+        elr: true,
+        strategy: Some(UncleanRecoveryStrategy::Manual),
+        unclean_leader_election: None,
+        fenced: [BrokerId(2)].into_iter().collect(),
+        shutting_down: Default::default(),
+        unregistered: Default::default(),
+        broker_epochs: BTreeMap::new(),
+        partition,
+    };
+    let mut h = Harness::new(&setup).expect("setup");
+    let tp = h.tp();
+    assert_eq!(h.controller().paused_partitions(), vec![tp]);
+    assert!(h.controller().partitions_under_recovery().is_empty());
+
+    let step = h
+        .elect_unclean(Some(RecoveryMode::Balanced))
+        .expect("elect");
+    assert_eq!(step.error, None);
+    let c = h.controller().clone();
+    assert!(c.paused_partitions().is_empty(), "no longer paused");
+    assert_eq!(c.partitions_under_recovery(), vec![tp]);
+    assert_eq!(
+        c.partition(tp).map(|p| p.recovery_requested),
+        Some(Some(RecoveryMode::Balanced))
+    );
+    // What a broker's DescribeTopicPartitions computes from its image.
+    let live = c.image().live_brokers();
+    assert_eq!(
+        c.image().partition_status(tp, &live),
+        Some(PartitionStatus::NeedsUncleanRecovery)
+    );
+
+    // A failover: the new active controller has only the image, and recovers in the
+    // operator's mode (Balanced waits for broker 2, fenced).
+    let mut fresh = Controller::from_image(c.image().clone(), c.config().clone(), h.now_ms());
+    assert!(fresh.paused_partitions().is_empty());
+    let out = fresh.tick(h.now_ms());
+    assert!(out.commands.contains(&Command::SendGetReplicaLogInfo {
+        broker: BrokerId(1),
+        partitions: vec![tp]
+    }));
+    let task = fresh.recovery_task(tp).expect("recovery carried on");
+    assert_eq!(task.mode, RecoveryMode::Balanced);
+
+    // Balanced: broker 1's answer alone does not elect; once broker 2 is back and answers, the
+    // longest log wins and the request is cleared with the election.
+    h.recovery_answer(BrokerId(1), Offset(30), LeaderEpoch(0), None, None)
+        .expect("answer");
+    assert_eq!(h.partition().leader, None);
+    h.unfence(BrokerId(2)).expect("unfence");
+    h.recovery_answer(BrokerId(2), Offset(20), LeaderEpoch(0), None, None)
+        .expect("answer");
+    assert_eq!(h.partition().leader, Some(BrokerId(1)));
+    assert_eq!(h.partition().recovery_requested, None);
+    assert!(h.controller().partitions_under_recovery().is_empty());
+}
+
+#[test]
 fn snapshot_rebuilds_the_image() {
     // issue 3: records "designed to be appended to a log and snapshotted".
     let (mut c, tp) = cluster();

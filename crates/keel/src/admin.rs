@@ -5,6 +5,11 @@
 //! leaderless partition waits for, `keel_wire::keel_ext`) are shown; elections go through
 //! ElectLeaders (API 43) with Keel's tagged fields for a named leader and a Balanced recovery.
 //! Every listing has `--json` for scripts.
+//!
+//! Like Kafka's admin client, a command sends again, with back-off, after an answer a controller
+//! failover or a moving coordinator gives ([`RETRIABLE`], e.g. `NOT_CONTROLLER` while the quorum
+//! elects a new active controller), until `--api-timeout-ms` (Kafka's `default.api.timeout.ms`,
+//! 60 s) has passed ([`Retry`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -46,6 +51,131 @@ pub struct Bootstrap {
         global = true
     )]
     bootstrap: String,
+    /// How long a command keeps retrying errors that a controller failover or a moving group
+    /// coordinator causes (Kafka's `default.api.timeout.ms`).
+    #[arg(
+        long = "api-timeout-ms",
+        value_name = "MS",
+        default_value_t = DEFAULT_API_TIMEOUT_MS,
+        global = true
+    )]
+    api_timeout_ms: u64,
+}
+
+/// Kafka's admin client `default.api.timeout.ms`.
+pub const DEFAULT_API_TIMEOUT_MS: u64 = 60_000;
+/// Kafka's `retry.backoff.ms`: the first pause before sending again.
+const RETRY_BACKOFF_MS: u64 = 100;
+/// Kafka's `retry.backoff.max.ms`: the pause doubles up to this (KIP-580).
+const RETRY_BACKOFF_MAX_MS: u64 = 1_000;
+
+/// Answers the cluster stops giving on its own, so a command sends again: no active controller
+/// (an election or a failover; also what a broker answers when it cannot forward to one), a
+/// group coordinator that moved or is still loading, a partition leader that moved.
+pub(crate) const RETRIABLE: [ResponseError; 6] = [
+    ResponseError::NotController,
+    ResponseError::CoordinatorNotAvailable,
+    ResponseError::NotCoordinator,
+    ResponseError::CoordinatorLoadInProgress,
+    ResponseError::LeaderNotAvailable,
+    ResponseError::NotLeaderOrFollower,
+];
+
+/// Whether error `code` is one of [`RETRIABLE`].
+fn is_retriable(code: i16) -> bool {
+    RETRIABLE.iter().any(|e| e.code() == code)
+}
+
+/// An error answer from the cluster (what [`check`] returns), kept typed so [`Retry`] can tell
+/// a retriable one.
+#[derive(Debug)]
+pub(crate) struct Refused {
+    what: String,
+    code: i16,
+    text: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.text)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// One command's retry budget: exponential back-off from [`RETRY_BACKOFF_MS`] to
+/// [`RETRY_BACKOFF_MAX_MS`] until `--api-timeout-ms` after the command started.
+#[derive(Debug)]
+pub(crate) struct Retry {
+    started: std::time::Instant,
+    timeout: std::time::Duration,
+    backoff_ms: u64,
+    retries: u32,
+}
+
+impl Retry {
+    pub(crate) fn new(bootstrap: &Bootstrap) -> Retry {
+        Retry {
+            started: std::time::Instant::now(),
+            timeout: std::time::Duration::from_millis(bootstrap.api_timeout_ms),
+            backoff_ms: RETRY_BACKOFF_MS,
+            retries: 0,
+        }
+    }
+
+    /// After an answer with error `code`: `true` (once the back-off has passed) when it is
+    /// retriable and the budget allows another attempt.
+    pub(crate) async fn again(&mut self, code: i16) -> bool {
+        if !is_retriable(code) {
+            return false;
+        }
+        let pause = std::time::Duration::from_millis(self.backoff_ms);
+        if self.started.elapsed() + pause > self.timeout {
+            return false;
+        }
+        tokio::time::sleep(pause).await;
+        self.backoff_ms = (self.backoff_ms * 2).min(RETRY_BACKOFF_MAX_MS);
+        self.retries += 1;
+        true
+    }
+
+    /// [`Retry::again`] for an error of a step: retried when it is a retriable [`Refused`].
+    pub(crate) async fn again_after(&mut self, error: &anyhow::Error) -> bool {
+        match error.chain().find_map(|e| e.downcast_ref::<Refused>()) {
+            Some(refused) => self.again(refused.code).await,
+            None => false,
+        }
+    }
+
+    /// Whether an earlier attempt was answered with a retriable error (it may have taken effect
+    /// before the answer was lost, e.g. a topic created just before the controller failed).
+    pub(crate) fn retried(&self) -> bool {
+        self.retries > 0
+    }
+
+    /// The last attempt's result, its error saying how long it was retried when it was.
+    pub(crate) fn finish<T>(&self, result: anyhow::Result<T>) -> anyhow::Result<T> {
+        match result {
+            Err(e) if self.retries > 0 => Err(e.context(format!(
+                "gave up after {} retries over {:.1} s",
+                self.retries,
+                self.started.elapsed().as_secs_f64()
+            ))),
+            other => other,
+        }
+    }
+
+    /// `what`, with how long it was retried when it was.
+    pub(crate) fn what(&self, what: &str) -> String {
+        if self.retries == 0 {
+            return what.to_string();
+        }
+        format!(
+            "{what} (after {} retries over {:.1} s)",
+            self.retries,
+            self.started.elapsed().as_secs_f64()
+        )
+    }
 }
 
 /// `keel topics ...`
@@ -179,10 +309,15 @@ pub(crate) async fn call<Req: Encodable, Resp: Decodable>(
     Ok(conn.call_version(key, version, request).await?)
 }
 
-/// `Err` naming `what` and Kafka's error when `code` is not 0.
+/// `Err` ([`Refused`]) naming `what` and Kafka's error when `code` is not 0.
 pub(crate) fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow::Result<()> {
     if code != 0 {
-        bail!("{what}: {}", error_text(code, message));
+        return Err(Refused {
+            what: what.to_string(),
+            code,
+            text: error_text(code, message),
+        }
+        .into());
     }
     Ok(())
 }
@@ -246,17 +381,29 @@ pub async fn topics(bootstrap: Bootstrap, command: TopicsCommand) -> anyhow::Res
                             .collect(),
                     )])
                 .with_timeout_ms(30_000);
-            let response: CreateTopicsResponse =
-                call(&mut conn, ApiKey::CreateTopics, 2, 7, &request).await?;
-            let result = response
-                .topics
-                .first()
-                .context("empty CreateTopics answer")?;
-            check(
-                result.error_code,
-                result.error_message.as_ref(),
-                &format!("cannot create {topic}"),
-            )?;
+            let mut retry = Retry::new(&bootstrap);
+            loop {
+                let response: CreateTopicsResponse =
+                    call(&mut conn, ApiKey::CreateTopics, 2, 7, &request).await?;
+                let result = response
+                    .topics
+                    .first()
+                    .context("empty CreateTopics answer")?;
+                if retry.again(result.error_code).await {
+                    continue;
+                }
+                let mut what = format!("cannot create {topic}");
+                if retry.retried() && result.error_code == ResponseError::TopicAlreadyExists.code()
+                {
+                    what.push_str(" (an earlier attempt may have created it)");
+                }
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &retry.what(&what),
+                )?;
+                break;
+            }
             println!("Created topic {topic}.");
         }
         TopicsCommand::List { json } => {
@@ -294,17 +441,30 @@ pub async fn topics(bootstrap: Bootstrap, command: TopicsCommand) -> anyhow::Res
             let request = DeleteTopicsRequest::default()
                 .with_topic_names(vec![name(&topic)])
                 .with_timeout_ms(30_000);
-            let response: DeleteTopicsResponse =
-                call(&mut conn, ApiKey::DeleteTopics, 1, 5, &request).await?;
-            let result = response
-                .responses
-                .first()
-                .context("empty DeleteTopics answer")?;
-            check(
-                result.error_code,
-                result.error_message.as_ref(),
-                &format!("cannot delete {topic}"),
-            )?;
+            let mut retry = Retry::new(&bootstrap);
+            loop {
+                let response: DeleteTopicsResponse =
+                    call(&mut conn, ApiKey::DeleteTopics, 1, 5, &request).await?;
+                let result = response
+                    .responses
+                    .first()
+                    .context("empty DeleteTopics answer")?;
+                if retry.again(result.error_code).await {
+                    continue;
+                }
+                let mut what = format!("cannot delete {topic}");
+                if retry.retried()
+                    && result.error_code == ResponseError::UnknownTopicOrPartition.code()
+                {
+                    what.push_str(" (an earlier attempt may have deleted it)");
+                }
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &retry.what(&what),
+                )?;
+                break;
+            }
             println!("Deleted topic {topic}.");
         }
     }
@@ -598,21 +758,28 @@ pub async fn configs(bootstrap: Bootstrap, command: ConfigsCommand) -> anyhow::R
                     .with_resource_name(StrBytes::from_string(resource.clone()))
                     .with_configs(changes),
             ]);
-            let response: IncrementalAlterConfigsResponse =
-                call(&mut conn, ApiKey::IncrementalAlterConfigs, 0, 1, &request).await?;
-            let result = response
-                .responses
-                .first()
-                .context("empty IncrementalAlterConfigs answer")?;
-            check(
-                result.error_code,
-                result.error_message.as_ref(),
-                if resource.is_empty() {
-                    "cluster"
-                } else {
-                    &resource
-                },
-            )?;
+            let mut retry = Retry::new(&bootstrap);
+            loop {
+                let response: IncrementalAlterConfigsResponse =
+                    call(&mut conn, ApiKey::IncrementalAlterConfigs, 0, 1, &request).await?;
+                let result = response
+                    .responses
+                    .first()
+                    .context("empty IncrementalAlterConfigs answer")?;
+                if retry.again(result.error_code).await {
+                    continue;
+                }
+                check(
+                    result.error_code,
+                    result.error_message.as_ref(),
+                    &retry.what(if resource.is_empty() {
+                        "cluster"
+                    } else {
+                        &resource
+                    }),
+                )?;
+                break;
+            }
             let what = if resource.is_empty() {
                 "the cluster default".to_string()
             } else {
@@ -674,15 +841,29 @@ pub async fn elect(bootstrap: Bootstrap, args: ElectArgs) -> anyhow::Result<()> 
             keel_ext::encode_recovery_mode(RecoveryModeField::Balanced),
         );
     }
-    // Keel's tagged fields need the flexible version.
-    let response: ElectLeadersResponse =
-        call(&mut conn, ApiKey::ElectLeaders, 2, 2, &request).await?;
-    if response.error_code != 0 {
-        bail!(
-            "election refused: {}",
-            error_text(response.error_code, None)
-        );
-    }
+    // Keel's tagged fields need the flexible version. NOT_CONTROLLER at the top or for any
+    // partition sends the whole request again, as Kafka's admin client does.
+    let mut retry = Retry::new(&bootstrap);
+    let response: ElectLeadersResponse = loop {
+        let response: ElectLeadersResponse =
+            call(&mut conn, ApiKey::ElectLeaders, 2, 2, &request).await?;
+        let not_controller = ResponseError::NotController.code();
+        let code = if response
+            .replica_election_results
+            .iter()
+            .flat_map(|t| t.partition_result.iter())
+            .any(|p| p.error_code == not_controller)
+        {
+            not_controller
+        } else {
+            response.error_code
+        };
+        if retry.again(code).await {
+            continue;
+        }
+        break response;
+    };
+    check(response.error_code, None, &retry.what("election refused"))?;
     let mut failed = 0;
     let mut any = false;
     for t in &response.replica_election_results {

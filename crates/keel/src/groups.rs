@@ -24,7 +24,10 @@ use keel_wire::kafka_protocol::messages::*;
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
 
-use crate::admin::{call, check, connect, name, table, Bootstrap, Conn};
+use crate::admin::{call, check, connect, name, table, Bootstrap, Conn, Retry};
+
+/// The state DescribeGroups gives a group the coordinator does not know (Kafka's `Dead`).
+const DEAD: &str = "Dead";
 
 /// `keel groups ...`
 #[derive(Subcommand, Debug)]
@@ -226,6 +229,85 @@ struct DescribedJson {
     partitions: Vec<PartitionRow>,
 }
 
+/// A group's state, members and per-partition offsets and lag (`keel groups describe`); Kafka's
+/// "Consumer group 'x' does not exist." for a group the coordinator has no trace of (state Dead,
+/// no members, no committed offsets).
+async fn describe_group(conn: &mut Conn, group: &str) -> anyhow::Result<DescribedJson> {
+    let mut cc = coordinator(conn, group).await?;
+    let response: DescribeGroupsResponse = call(
+        &mut cc,
+        ApiKey::DescribeGroups,
+        0,
+        5,
+        &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]),
+    )
+    .await?;
+    let described = response
+        .groups
+        .first()
+        .context("no DescribeGroups answer")?;
+    check(described.error_code, None, &format!("group {group}"))?;
+    let offsets = committed(&mut cc, group).await?;
+    if described.group_state.as_str() == DEAD && described.members.is_empty() && offsets.is_empty()
+    {
+        bail!("Consumer group '{group}' does not exist.");
+    }
+    // Who owns each partition (consumer protocol assignments).
+    let mut owners: BTreeMap<(String, i32), (String, String, String)> = BTreeMap::new();
+    for m in &described.members {
+        for (topic, partitions) in assignment_partitions(&m.member_assignment) {
+            for p in partitions {
+                owners.insert(
+                    (topic.clone(), p),
+                    (
+                        m.member_id.to_string(),
+                        m.client_host.to_string(),
+                        m.client_id.to_string(),
+                    ),
+                );
+            }
+        }
+    }
+    let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+    for (topic, partitions) in &offsets {
+        topics
+            .entry(topic.clone())
+            .or_default()
+            .extend(partitions.keys());
+    }
+    for (topic, p) in owners.keys() {
+        topics.entry(topic.clone()).or_default().push(*p);
+    }
+    let mut rows = Vec::new();
+    for (topic, mut partitions) in topics {
+        partitions.sort_unstable();
+        partitions.dedup();
+        let ends = log_offsets(conn, &topic, &partitions, -1).await?;
+        for p in partitions {
+            let committed = offsets.get(&topic).and_then(|o| o.get(&p)).copied();
+            let end = ends.get(&p).copied().unwrap_or(-1);
+            let owner = owners.get(&(topic.clone(), p));
+            rows.push(PartitionRow {
+                topic: topic.clone(),
+                partition: p,
+                committed_offset: committed,
+                log_end_offset: end,
+                lag: committed.map(|c| (end - c).max(0)),
+                member: owner.map(|o| o.0.clone()),
+                host: owner.map(|o| o.1.clone()),
+                client_id: owner.map(|o| o.2.clone()),
+            });
+        }
+    }
+    Ok(DescribedJson {
+        group: group.to_string(),
+        state: described.group_state.to_string(),
+        protocol: described.protocol_data.to_string(),
+        members: described.members.len(),
+        partitions: rows,
+    })
+}
+
 pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Result<()> {
     let mut conn = connect(&bootstrap).await?;
     match command {
@@ -277,74 +359,12 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
             }
         }
         GroupsCommand::Describe { group, json } => {
-            let mut cc = coordinator(&mut conn, &group).await?;
-            let response: DescribeGroupsResponse = call(
-                &mut cc,
-                ApiKey::DescribeGroups,
-                0,
-                5,
-                &DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group.clone()))]),
-            )
-            .await?;
-            let described = response
-                .groups
-                .first()
-                .context("no DescribeGroups answer")?;
-            check(described.error_code, None, &format!("group {group}"))?;
-            let offsets = committed(&mut cc, &group).await?;
-            // Who owns each partition (consumer protocol assignments).
-            let mut owners: BTreeMap<(String, i32), (String, String, String)> = BTreeMap::new();
-            for m in &described.members {
-                for (topic, partitions) in assignment_partitions(&m.member_assignment) {
-                    for p in partitions {
-                        owners.insert(
-                            (topic.clone(), p),
-                            (
-                                m.member_id.to_string(),
-                                m.client_host.to_string(),
-                                m.client_id.to_string(),
-                            ),
-                        );
-                    }
+            let mut retry = Retry::new(&bootstrap);
+            let out = loop {
+                match describe_group(&mut conn, &group).await {
+                    Err(e) if retry.again_after(&e).await => continue,
+                    other => break retry.finish(other)?,
                 }
-            }
-            let mut topics: BTreeMap<String, Vec<i32>> = BTreeMap::new();
-            for (topic, partitions) in &offsets {
-                topics
-                    .entry(topic.clone())
-                    .or_default()
-                    .extend(partitions.keys());
-            }
-            for (topic, p) in owners.keys() {
-                topics.entry(topic.clone()).or_default().push(*p);
-            }
-            let mut rows = Vec::new();
-            for (topic, mut partitions) in topics {
-                partitions.sort_unstable();
-                partitions.dedup();
-                let ends = log_offsets(&mut conn, &topic, &partitions, -1).await?;
-                for p in partitions {
-                    let committed = offsets.get(&topic).and_then(|o| o.get(&p)).copied();
-                    let end = ends.get(&p).copied().unwrap_or(-1);
-                    let owner = owners.get(&(topic.clone(), p));
-                    rows.push(PartitionRow {
-                        topic: topic.clone(),
-                        partition: p,
-                        committed_offset: committed,
-                        log_end_offset: end,
-                        lag: committed.map(|c| (end - c).max(0)),
-                        member: owner.map(|o| o.0.clone()),
-                        host: owner.map(|o| o.1.clone()),
-                        client_id: owner.map(|o| o.2.clone()),
-                    });
-                }
-            }
-            let out = DescribedJson {
-                group: group.clone(),
-                state: described.group_state.to_string(),
-                protocol: described.protocol_data.to_string(),
-                members: described.members.len(),
-                partitions: rows,
             };
             if json {
                 println!("{}", serde_json::to_string_pretty(&out)?);
@@ -440,7 +460,6 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
                 println!("(dry run: add --execute to commit these offsets)");
                 return Ok(());
             }
-            let mut cc = coordinator(&mut conn, &group).await?;
             let request = OffsetCommitRequest::default()
                 .with_group_id(GroupId(s(group.clone())))
                 .with_generation_id_or_member_epoch(-1)
@@ -459,34 +478,52 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
                             })
                             .collect(),
                     )]);
-            let response: OffsetCommitResponse =
-                call(&mut cc, ApiKey::OffsetCommit, 2, 9, &request).await?;
-            for t in &response.topics {
-                for p in &t.partitions {
-                    if p.error_code == keel_wire::ResponseError::UnknownMemberId.code() {
-                        bail!("group {group} has active members: stop its consumers first");
+            let mut retry = Retry::new(&bootstrap);
+            loop {
+                let attempt = async {
+                    let mut cc = coordinator(&mut conn, &group).await?;
+                    let response: OffsetCommitResponse =
+                        call(&mut cc, ApiKey::OffsetCommit, 2, 9, &request).await?;
+                    for t in &response.topics {
+                        for p in &t.partitions {
+                            if p.error_code == keel_wire::ResponseError::UnknownMemberId.code() {
+                                bail!("group {group} has active members: stop its consumers first");
+                            }
+                            check(
+                                p.error_code,
+                                None,
+                                &format!("commit {}-{}", t.name.as_str(), p.partition_index),
+                            )?;
+                        }
                     }
-                    check(
-                        p.error_code,
-                        None,
-                        &format!("commit {}-{}", t.name.as_str(), p.partition_index),
-                    )?;
+                    Ok(())
+                }
+                .await;
+                match attempt {
+                    Err(e) if retry.again_after(&e).await => continue,
+                    other => break retry.finish(other)?,
                 }
             }
             println!("committed the new offsets of group {group}");
         }
         GroupsCommand::Delete { group } => {
-            let mut cc = coordinator(&mut conn, &group).await?;
-            let response: DeleteGroupsResponse = call(
-                &mut cc,
-                ApiKey::DeleteGroups,
-                0,
-                2,
-                &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group.clone()))]),
-            )
-            .await?;
-            let result = response.results.first().context("no DeleteGroups answer")?;
-            check(result.error_code, None, &format!("delete group {group}"))?;
+            let mut retry = Retry::new(&bootstrap);
+            loop {
+                let attempt = async {
+                    let mut cc = coordinator(&mut conn, &group).await?;
+                    let request = DeleteGroupsRequest::default()
+                        .with_groups_names(vec![GroupId(s(group.clone()))]);
+                    let response: DeleteGroupsResponse =
+                        call(&mut cc, ApiKey::DeleteGroups, 0, 2, &request).await?;
+                    let result = response.results.first().context("no DeleteGroups answer")?;
+                    check(result.error_code, None, &format!("delete group {group}"))
+                }
+                .await;
+                match attempt {
+                    Err(e) if retry.again_after(&e).await => continue,
+                    other => break retry.finish(other)?,
+                }
+            }
             println!("deleted group {group}");
         }
     }

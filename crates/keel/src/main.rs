@@ -42,9 +42,15 @@ enum Command {
     Format {
         #[command(flatten)]
         config: ConfigArgs,
-        /// Cluster id (Kafka's 22-character base64 form); generated when omitted.
+        /// Cluster id (Kafka's 22-character URL-safe base64 UUID, as `keel random-cluster-id`
+        /// prints); generated when omitted.
         #[arg(long, short = 't')]
         cluster_id: Option<String>,
+        /// Kafka's `kafka-storage.sh format --standalone`: this controller is the whole quorum.
+        /// Checks that the config says so (no other voter; Keel's quorum is the static one of
+        /// the config, so nothing more is written).
+        #[arg(long, short = 's')]
+        standalone: bool,
     },
     /// Run a broker from a config file.
     Server {
@@ -75,7 +81,8 @@ enum Command {
         #[arg(long)]
         no_metrics: bool,
     },
-    /// Print a new random cluster id.
+    /// Print a new random cluster id (Kafka's `kafka-storage.sh random-uuid`).
+    #[command(alias = "random-uuid")]
     RandomClusterId,
     /// Topics of a running cluster: create, list, describe (leader, ISR, ELR, LastKnownELR,
     /// what a leaderless partition waits for), delete.
@@ -142,7 +149,38 @@ struct ConfigArgs {
     overrides: Vec<String>,
 }
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as one line (its causes joined with `: `) and exits 1 —
+/// never anyhow's report with a backtrace, which `main` returning the error would print when
+/// `RUST_BACKTRACE` is set.
+fn main() -> std::process::ExitCode {
+    init_logging();
+    match run_command(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {}", one_line(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes joined with `: `, leaving out a cause its message already ends with
+/// (errors that print their source themselves).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if line.ends_with(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(
             // openraft reports every vote and every retry to an unreachable voter; Keel logs
@@ -154,11 +192,23 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+}
+
+fn run_command(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Format { config, cluster_id } => {
+        Command::Format {
+            config,
+            cluster_id,
+            standalone,
+        } => {
+            if let Some(id) = &cluster_id {
+                check_cluster_id(id)?;
+            }
             let props = load_props(&config.config, &config.overrides)?;
             let cluster_id = cluster_id.unwrap_or_else(random_cluster_id);
+            if standalone {
+                check_standalone(&props)?;
+            }
             let (node_id, dirs) = match Role::of(&props)? {
                 Role::Broker => {
                     let config = BrokerConfig::from_properties(&props)?;
@@ -202,13 +252,19 @@ fn main() -> anyhow::Result<()> {
             overrides,
             metrics_port,
             no_metrics,
-        } => dev(
-            &data_dir,
-            port,
-            controllers,
-            &overrides,
-            (!no_metrics).then_some(metrics_port),
-        ),
+        } => {
+            // Refused before anything is formatted (the nodes' configs check it again).
+            let mut asked = BTreeMap::new();
+            apply_overrides(&mut asked, &overrides)?;
+            config::refuse_unimplemented_security(&asked)?;
+            dev(
+                &data_dir,
+                port,
+                controllers,
+                &overrides,
+                (!no_metrics).then_some(metrics_port),
+            )
+        }
         Command::Bench(args) => bench::run(args),
         Command::Topics { bootstrap, command } => {
             admin_runtime()?.block_on(admin::topics(bootstrap, command))
@@ -259,6 +315,47 @@ fn golden(files: &[PathBuf]) -> anyhow::Result<()> {
 /// starts with `-` (it would read as an option when passed to `keel format --cluster-id`).
 fn random_cluster_id() -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(SystemClock.new_kafka_id().as_bytes())
+}
+
+/// Characters of Kafka's cluster id: a 16-byte UUID in URL-safe base64 without padding.
+const CLUSTER_ID_CHARS: usize = 22;
+
+/// Refuses a cluster id that is not Kafka's form (`Uuid.fromString`: URL-safe base64 of 16
+/// bytes), as `kafka-storage.sh format -t` does, before anything is written. Like Java's
+/// decoder, the unused low bits of the last character are not checked (Kafka's documentation
+/// uses `MkU3OEVBNTcwNTJENDM2Qk`, whose last character has them set).
+fn check_cluster_id(id: &str) -> anyhow::Result<()> {
+    let engine = base64::engine::GeneralPurpose::new(
+        &base64::alphabet::URL_SAFE,
+        base64::engine::GeneralPurposeConfig::new()
+            .with_encode_padding(false)
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::RequireNone)
+            .with_decode_allow_trailing_bits(true),
+    );
+    let decoded = engine.decode(id);
+    match decoded {
+        Ok(bytes) if id.len() == CLUSTER_ID_CHARS && bytes.len() == 16 => Ok(()),
+        _ => anyhow::bail!(
+            "cluster id {id:?} is not a Kafka cluster id: {CLUSTER_ID_CHARS} characters of \
+             URL-safe base64 encoding a 16-byte UUID (`keel random-cluster-id` prints one)"
+        ),
+    }
+}
+
+/// `keel format --standalone`: the config must run a controller whose quorum is itself alone.
+fn check_standalone(props: &BTreeMap<String, String>) -> anyhow::Result<()> {
+    let controller = keel_node::controller_server::ControllerServerConfig::from_properties(props)
+        .context("--standalone formats a controller")?;
+    if let [(id, _)] = controller.quorum_voters.as_slice() {
+        if *id == controller.node_id {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "--standalone: controller.quorum.voters names {} voters; a standalone controller is the \
+         only one (drop --standalone for a quorum of several)",
+        controller.quorum_voters.len()
+    )
 }
 
 fn load_props(path: &Path, overrides: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
@@ -679,4 +776,53 @@ fn read_cluster_id(dir: &Path) -> anyhow::Result<Option<String>> {
         .with_context(|| format!("cannot read {}", path.display()))?;
     let meta = keel_log::MetaProperties::parse(&path, &text)?;
     Ok(Some(meta.cluster_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: `keel format -t` takes Kafka's cluster-id form only — 22 characters of URL-safe
+    // base64 encoding 16 bytes, unused low bits unchecked as in Java (Kafka's documented
+    // MkU3OEVBNTcwNTJENDM2Qk) — and every id `keel random-cluster-id` prints (issue 19).
+    #[test]
+    fn cluster_ids_in_kafkas_form_only() {
+        for good in [
+            "MkU3OEVBNTcwNTJENDM2Qk",
+            "AAAAAAAAAAAAAAAAAAAAAA",
+            "_-_-_-_-_-_-_-_-_-_-_w",
+        ] {
+            assert!(check_cluster_id(good).is_ok(), "{good}");
+        }
+        for _ in 0..100 {
+            let id = random_cluster_id();
+            assert!(check_cluster_id(&id).is_ok(), "{id}");
+        }
+        for bad in [
+            "",
+            "my-cluster",
+            "MkU3OEVBNTcwNTJENDM2Q",
+            "MkU3OEVBNTcwNTJENDM2QkA",
+            "MkU3OEVBNTcwNTJENDM2Q+",
+            "MkU3OEVBNTcwNTJENDM2Qk==",
+            "MkU3OEVBNTcwNTJENDM2Q=",
+        ] {
+            let err = check_cluster_id(bad).unwrap_err().to_string();
+            assert!(err.contains("22 characters"), "{bad}: {err}");
+        }
+    }
+
+    // Shows: a CLI error is one line, its causes joined, a cause its message already ends with
+    // left out (issue 19: no backtrace, one line).
+    #[test]
+    fn errors_print_as_one_line() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let repeating = anyhow::Error::new(io).context("bind 0.0.0.0:9093: address in use");
+        assert_eq!(
+            one_line(&repeating.context("cannot start")),
+            "cannot start: bind 0.0.0.0:9093: address in use"
+        );
+        let plain = anyhow::anyhow!("root").context("middle").context("top");
+        assert_eq!(one_line(&plain), "top: middle: root");
+    }
 }

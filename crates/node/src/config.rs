@@ -3,6 +3,8 @@
 //! A config file is a Java `.properties` file; `--override key=value` pairs are applied on top.
 //! Unknown keys are kept (and logged once at startup) so a Kafka `server.properties` can be
 //! reused as it is; a known key with a value of the wrong type is an error that names it.
+//! A configuration that asks for security Keel does not implement yet (TLS, SASL, an
+//! authorizer) is refused before anything else ([`refuse_unimplemented_security`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,6 +22,13 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("malformed line {line}: {text:?} (expected key=value)")]
     MalformedLine { line: usize, text: String },
+    #[error(
+        "security is not implemented yet (TLS, SASL and authorization come with issues 21 and \
+         22), and Keel does not start with a config that asks for it rather than serve \
+         plaintext: {}",
+        .0.join("; ")
+    )]
+    SecurityNotImplemented(Vec<String>),
 }
 
 /// Parses the text of a `.properties` file: `key=value` or `key: value` lines, `#`/`!`
@@ -213,6 +222,10 @@ pub struct BrokerConfig {
     pub process_roles: Vec<String>,
     /// `controller.quorum.voters`: `(id, host:port)` of each controller.
     pub controller_quorum_voters: Vec<(i32, String)>,
+    /// `controller.quorum.bootstrap.servers` (KIP-853): `host:port` of controllers to contact,
+    /// without their ids. A broker uses them as it uses the voters' addresses; a controller
+    /// resolves them to its voter set ([`standalone_voter`]).
+    pub controller_quorum_bootstrap_servers: Vec<String>,
     /// `controller.listener.names` (listeners with these names are the controller's, not the
     /// broker's).
     pub controller_listener_names: Vec<String>,
@@ -289,6 +302,7 @@ const BROKER_KEYS: &[&str] = &[
     "eligible.leader.replicas.enable",
     "process.roles",
     "controller.quorum.voters",
+    CONTROLLER_QUORUM_BOOTSTRAP_SERVERS,
     "controller.listener.names",
     "metadata.log.dir",
     "broker.heartbeat.interval.ms",
@@ -299,8 +313,10 @@ const BROKER_KEYS: &[&str] = &[
     "replica.fetch.response.max.bytes",
     "replica.fetch.wait.max.ms",
     "controlled.shutdown.enable",
-    "listener.security.protocol.map",
+    LISTENER_SECURITY_PROTOCOL_MAP,
     "inter.broker.listener.name",
+    SECURITY_INTER_BROKER_PROTOCOL,
+    AUTHORIZER_CLASS_NAME,
     crate::metrics::http::METRICS_PORT,
     crate::metrics::http::METRICS_HOST,
 ];
@@ -346,6 +362,7 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
 impl BrokerConfig {
     /// Builds the config from properties (file contents with overrides already applied).
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
+        refuse_unimplemented_security(props)?;
         let get = |key: &str| props.get(key).map(String::as_str);
         let node_id = match get("node.id").or(get("broker.id")) {
             Some(v) => parse_value::<i32>("node.id", v)?,
@@ -406,9 +423,31 @@ impl BrokerConfig {
             })?,
             None => Vec::new(),
         };
-        let advertised_listeners = match get("advertised.listeners") {
-            Some(v) => parse_listeners("advertised.listeners", v)?,
-            None => listeners
+        let controller_quorum_bootstrap_servers = match get(CONTROLLER_QUORUM_BOOTSTRAP_SERVERS) {
+            Some(text) => {
+                parse_bootstrap_servers(text).map_err(|reason| ConfigError::InvalidValue {
+                    key: CONTROLLER_QUORUM_BOOTSTRAP_SERVERS.into(),
+                    value: text.to_string(),
+                    reason,
+                })?
+            }
+            None => Vec::new(),
+        };
+        // A single-node cluster (its controller in-process) names no controllers at all.
+        let names_controllers =
+            !controller_quorum_voters.is_empty() || !controller_quorum_bootstrap_servers.is_empty();
+        // Kafka's advertised.listeners may name the controller listener too (KIP-919); clients
+        // are given the broker's.
+        let advertised_broker = match get("advertised.listeners") {
+            Some(v) => parse_listeners("advertised.listeners", v)?
+                .into_iter()
+                .filter(|l| !controller_listener_names.contains(&l.name))
+                .collect(),
+            None => Vec::new(),
+        };
+        let advertised_listeners = match advertised_broker.is_empty() {
+            false => advertised_broker,
+            true => listeners
                 .iter()
                 .map(|l| Listener {
                     host: if l.host.is_empty() || l.host == "0.0.0.0" {
@@ -472,14 +511,10 @@ impl BrokerConfig {
             )?,
             offsets_topic_num_partitions: get("offsets.topic.num.partitions")
                 .map_or(Ok(50), |v| parse_value("offsets.topic.num.partitions", v))?,
-            offsets_topic_replication_factor: get("offsets.topic.replication.factor").map_or(
-                Ok(if controller_quorum_voters.is_empty() {
-                    1
-                } else {
-                    3
-                }),
-                |v| parse_value("offsets.topic.replication.factor", v),
-            )?,
+            offsets_topic_replication_factor: get("offsets.topic.replication.factor")
+                .map_or(Ok(if names_controllers { 3 } else { 1 }), |v| {
+                    parse_value("offsets.topic.replication.factor", v)
+                })?,
             offsets_topic_segment_bytes: num("offsets.topic.segment.bytes", 104_857_600)?,
             offsets_commit_timeout_ms: num("offsets.commit.timeout.ms", 5_000)?.max(1),
             offset_metadata_max_bytes: get("offset.metadata.max.bytes")
@@ -516,6 +551,7 @@ impl BrokerConfig {
                 })?,
             process_roles,
             controller_quorum_voters,
+            controller_quorum_bootstrap_servers,
             controller_listener_names,
             broker_heartbeat_interval_ms: num("broker.heartbeat.interval.ms", 2_000)?.max(1),
             broker_session_timeout_ms: num("broker.session.timeout.ms", 9_000)?.max(1),
@@ -573,6 +609,202 @@ impl BrokerConfig {
     /// The listener clients are told to use.
     pub fn advertised(&self) -> &Listener {
         &self.advertised_listeners[0]
+    }
+
+    /// Where this broker finds its controllers: the addresses of `controller.quorum.voters`,
+    /// else `controller.quorum.bootstrap.servers` (empty: a single-node cluster, or combined
+    /// mode with neither set).
+    pub fn controller_addresses(&self) -> Vec<String> {
+        if self.controller_quorum_voters.is_empty() {
+            return self.controller_quorum_bootstrap_servers.clone();
+        }
+        self.controller_quorum_voters
+            .iter()
+            .map(|(_, address)| address.clone())
+            .collect()
+    }
+}
+
+/// `controller.quorum.bootstrap.servers` (KIP-853).
+pub const CONTROLLER_QUORUM_BOOTSTRAP_SERVERS: &str = "controller.quorum.bootstrap.servers";
+
+/// Parses `controller.quorum.bootstrap.servers`: `host:port,...` (Kafka's form; IPv6 hosts in
+/// brackets).
+pub fn parse_bootstrap_servers(text: &str) -> Result<Vec<String>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|entry| {
+            let (host, port) = entry
+                .rsplit_once(':')
+                .ok_or_else(|| format!("{entry:?} is not host:port"))?;
+            if host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .is_empty()
+            {
+                return Err(format!("{entry:?} has no host"));
+            }
+            port.parse::<u16>()
+                .map_err(|e| format!("bad port in {entry:?}: {e}"))?;
+            Ok(entry.to_string())
+        })
+        .collect()
+}
+
+/// Loopback names that reach this machine's wildcard or loopback listener.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The voter set `controller.quorum.bootstrap.servers` names for a controller when
+/// `controller.quorum.voters` is not set, as far as Keel can resolve it without KIP-853's
+/// dynamic quorum: exactly one server that is this controller's own listener (Kafka's
+/// `kafka-storage format --standalone`: a quorum of this controller alone) gives `[(node_id,
+/// that server)]`. Several servers, or one that is another controller (joining an existing
+/// quorum), need the voters' ids, which only `controller.quorum.voters` can give here.
+/// `advertised_host` is the host `advertised.listeners` gives the controller listener, if any.
+/// `None` when the list is empty (as if it were not set).
+pub fn standalone_voter(
+    node_id: i32,
+    listener: &Listener,
+    advertised_host: Option<&str>,
+    text: &str,
+) -> Result<Option<(i32, String)>, ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidValue {
+        key: CONTROLLER_QUORUM_BOOTSTRAP_SERVERS.into(),
+        value: text.to_string(),
+        reason,
+    };
+    let servers = parse_bootstrap_servers(text).map_err(invalid)?;
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    let [server] = servers.as_slice() else {
+        return Err(invalid(format!(
+            "{} servers: a quorum of several controllers needs their ids, and Keel has no \
+             dynamic quorum (KIP-853) yet; list them in controller.quorum.voters \
+             (id@host:port,...)",
+            servers.len()
+        )));
+    };
+    let (host, port) = server.rsplit_once(':').expect("parsed as host:port");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = |h: &str| LOOPBACK_HOSTS.contains(&h);
+    let listener_host = listener.host.as_str();
+    let wildcard = matches!(listener_host, "" | "0.0.0.0" | "::");
+    let same_host = host == listener_host
+        || advertised_host == Some(host)
+        || (loopback(host) && (wildcard || loopback(listener_host)));
+    if port.parse::<u16>().ok() != Some(listener.port) || !same_host {
+        return Err(invalid(format!(
+            "{server} is not this controller's listener {}://{}:{} (node.id={node_id}): \
+             joining another controller's quorum (KIP-853) is not supported yet; set \
+             controller.quorum.voters (id@host:port,...)",
+            listener.name, listener.host, listener.port
+        )));
+    }
+    Ok(Some((node_id, server.clone())))
+}
+
+// ---- Security Keel does not implement yet ---------------------------------------------------
+//
+// Issues 21 and 22 add TLS, SASL and authorization; they remove this section (and its call at
+// the top of `BrokerConfig::from_properties` and `ControllerServerConfig::from_properties`).
+
+/// `listener.security.protocol.map`: `NAME:PROTOCOL,...`.
+pub const LISTENER_SECURITY_PROTOCOL_MAP: &str = "listener.security.protocol.map";
+/// `security.inter.broker.protocol`.
+pub const SECURITY_INTER_BROKER_PROTOCOL: &str = "security.inter.broker.protocol";
+/// `authorizer.class.name` (Kafka's default: empty, no authorizer).
+pub const AUTHORIZER_CLASS_NAME: &str = "authorizer.class.name";
+/// The one security protocol Keel serves.
+const PLAINTEXT: &str = "PLAINTEXT";
+/// Kafka's security protocols (`SecurityProtocol`); a listener with one of these names and no
+/// entry in `listener.security.protocol.map` uses it (Kafka's default map).
+const SECURITY_PROTOCOLS: [&str; 4] = [PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+
+/// Whether `key` configures TLS or SASL: `ssl.*`, `sasl.*`, and their per-listener forms
+/// `listener.name.<name>.ssl.*`, `listener.name.<name>.sasl.*`,
+/// `listener.name.<name>.<mechanism>.sasl.*`.
+fn is_security_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    let security = |k: &str| k.starts_with("ssl.") || k.starts_with("sasl.");
+    if security(&key) {
+        return true;
+    }
+    match key.strip_prefix("listener.name.") {
+        Some(rest) => match rest.split_once('.') {
+            Some((_listener, setting)) => security(setting) || setting.contains(".sasl."),
+            None => false,
+        },
+        None => false,
+    }
+}
+
+/// Refuses a configuration that asks for security Keel does not implement yet, naming every
+/// key that does: a listener (in `listeners` or `advertised.listeners`) whose security protocol
+/// — its `listener.security.protocol.map` entry, else its name when that is a protocol — is
+/// `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`; `security.inter.broker.protocol` other than
+/// `PLAINTEXT`; a non-empty `authorizer.class.name`; any `ssl.*` / `sasl.*` key (also
+/// per listener). Map entries for listeners that are not configured are allowed (Kafka's stock
+/// `server.properties` maps `SSL:SSL` and the SASL protocols without using them).
+pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+    let mut protocols: BTreeMap<String, String> = BTreeMap::new();
+    if let Some(text) = props.get(LISTENER_SECURITY_PROTOCOL_MAP) {
+        for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, protocol) = entry
+                .split_once(':')
+                .map(|(n, p)| (n.trim(), p.trim().to_ascii_uppercase()))
+                .filter(|(n, p)| !n.is_empty() && SECURITY_PROTOCOLS.contains(&p.as_str()))
+                .ok_or_else(|| ConfigError::InvalidValue {
+                    key: LISTENER_SECURITY_PROTOCOL_MAP.into(),
+                    value: text.clone(),
+                    reason: format!(
+                        "{entry:?} is not NAME:PROTOCOL with a protocol of {}",
+                        SECURITY_PROTOCOLS.join(", ")
+                    ),
+                })?;
+            protocols.insert(name.to_ascii_uppercase(), protocol);
+        }
+    }
+    let mut refused = Vec::new();
+    for key in ["listeners", "advertised.listeners"] {
+        let Some(text) = props.get(key) else { continue };
+        // Entries that do not parse are reported by the listener parser, with their key.
+        for listener in text
+            .split(',')
+            .filter_map(|e| Listener::parse(e.trim()).ok())
+        {
+            // Kafka compares listener names upper-cased.
+            let upper = listener.name.to_ascii_uppercase();
+            let protocol = protocols.get(&upper).cloned().or_else(|| {
+                SECURITY_PROTOCOLS
+                    .contains(&upper.as_str())
+                    .then_some(upper)
+            });
+            if let Some(protocol) = protocol.filter(|p| p != PLAINTEXT) {
+                refused.push(format!("{key}: listener {} uses {protocol}", listener.name));
+            }
+        }
+    }
+    if let Some(protocol) = props.get(SECURITY_INTER_BROKER_PROTOCOL) {
+        if !protocol.trim().eq_ignore_ascii_case(PLAINTEXT) {
+            refused.push(format!(
+                "{SECURITY_INTER_BROKER_PROTOCOL}={}",
+                protocol.trim()
+            ));
+        }
+    }
+    if let Some(class) = props
+        .get(AUTHORIZER_CLASS_NAME)
+        .filter(|c| !c.trim().is_empty())
+    {
+        refused.push(format!("{AUTHORIZER_CLASS_NAME}={}", class.trim()));
+    }
+    refused.extend(props.keys().filter(|k| is_security_key(k)).cloned());
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::SecurityNotImplemented(refused))
     }
 }
 
@@ -643,5 +875,216 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("metrics.port"), "{err}");
+    }
+
+    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn refusal(pairs: &[(&str, &str)]) -> String {
+        let mut all = props(&[("node.id", "1")]);
+        all.extend(props(pairs));
+        match BrokerConfig::from_properties(&all) {
+            Err(e @ ConfigError::SecurityNotImplemented(_)) => e.to_string(),
+            other => panic!("{pairs:?} was not refused as security: {other:?}"),
+        }
+    }
+
+    // Shows: a config asking for security Keel does not implement stops the start, naming the
+    // key — an SSL or SASL listener by name or through listener.security.protocol.map, an
+    // authorizer, ssl.* / sasl.* keys and their listener.name.<name>. forms (issue 19, "Refuse
+    // what it does not do"); the refusal also reaches the controller role's parser.
+    #[test]
+    fn refuses_security_it_does_not_implement() {
+        let err = refusal(&[("listeners", "SSL://127.0.0.1:9093")]);
+        assert!(err.contains("listener SSL uses SSL"), "{err}");
+        assert!(err.contains("issues 21 and 22"), "{err}");
+        let err = refusal(&[
+            ("listeners", "CLIENT://:9092"),
+            ("listener.security.protocol.map", "CLIENT:sasl_ssl"),
+        ]);
+        assert!(err.contains("listener CLIENT uses SASL_SSL"), "{err}");
+        let err = refusal(&[
+            ("listeners", "PLAINTEXT://:9092"),
+            ("advertised.listeners", "SASL_PLAINTEXT://host:9092"),
+        ]);
+        assert!(err.contains("advertised.listeners"), "{err}");
+        let err = refusal(&[(
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        )]);
+        assert!(err.contains("authorizer.class.name="), "{err}");
+        assert!(refusal(&[("security.inter.broker.protocol", "SSL")]).contains("SSL"));
+        for key in [
+            "ssl.keystore.location",
+            "sasl.enabled.mechanisms",
+            "listener.name.internal.ssl.truststore.location",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config",
+            "listener.name.client.sasl.enabled.mechanisms",
+        ] {
+            let err = refusal(&[(key, "x")]);
+            assert!(err.contains(key), "{key}: {err}");
+        }
+        // Every offending key is named, in one line.
+        let err = refusal(&[("ssl.key.password", "x"), ("sasl.jaas.config", "y")]);
+        assert!(err.contains("sasl.jaas.config; ssl.key.password"), "{err}");
+        let controller =
+            crate::controller_server::ControllerServerConfig::from_properties(&props(&[
+                ("node.id", "1"),
+                ("process.roles", "controller"),
+                ("listeners", "CONTROLLER://:9093"),
+                ("listener.security.protocol.map", "CONTROLLER:SSL"),
+                ("log.dirs", "/a"),
+            ]));
+        assert!(
+            matches!(controller, Err(ConfigError::SecurityNotImplemented(_))),
+            "{controller:?}"
+        );
+    }
+
+    // Shows: what is not a request for security starts — Kafka's stock map (SSL and SASL entries
+    // for listeners that are not configured), an empty authorizer.class.name, a PLAINTEXT
+    // security.inter.broker.protocol, keys that merely contain "ssl"; a malformed map is a bad
+    // value, not silently plaintext.
+    #[test]
+    fn plaintext_configs_are_not_refused() {
+        let config = BrokerConfig::from_properties(&props(&[
+            ("node.id", "1"),
+            ("listeners", "PLAINTEXT://:9092,CONTROLLER://:9093"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,\
+                 SASL_SSL:SASL_SSL",
+            ),
+            ("authorizer.class.name", ""),
+            ("security.inter.broker.protocol", "PLAINTEXT"),
+            ("listener.name.plaintext.max.connections", "10"),
+        ]))
+        .unwrap();
+        assert!(
+            config.unknown_keys == ["listener.name.plaintext.max.connections"],
+            "{:?}",
+            config.unknown_keys
+        );
+        let err = BrokerConfig::from_properties(&props(&[
+            ("node.id", "1"),
+            ("listener.security.protocol.map", "PLAINTEXT:TLS"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("listener.security.protocol.map"), "{err}");
+    }
+
+    /// The settings of Kafka 4.x's `config/server.properties` that Keel reads (combined mode,
+    /// KIP-853 bootstrap servers), on ports 19092/19093.
+    fn kafka_4_server_properties() -> BTreeMap<String, String> {
+        props(&[
+            ("process.roles", "broker,controller"),
+            ("node.id", "1"),
+            ("controller.quorum.bootstrap.servers", "localhost:19093"),
+            ("listeners", "PLAINTEXT://:19092,CONTROLLER://:19093"),
+            ("inter.broker.listener.name", "PLAINTEXT"),
+            (
+                "advertised.listeners",
+                "PLAINTEXT://localhost:19092,CONTROLLER://localhost:19093",
+            ),
+            ("controller.listener.names", "CONTROLLER"),
+            (
+                "listener.security.protocol.map",
+                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,\
+                 SASL_SSL:SASL_SSL",
+            ),
+            ("log.dirs", "/tmp/kraft-combined-logs"),
+            ("offsets.topic.replication.factor", "1"),
+        ])
+    }
+
+    // Shows: Kafka 4.x's stock combined-mode settings resolve — the broker advertises its own
+    // listener (not the controller's), finds the controller at the bootstrap server, and the
+    // controller's quorum is itself alone at that address (KIP-853 --standalone).
+    #[test]
+    fn kafka_4_stock_settings_resolve() {
+        let props = kafka_4_server_properties();
+        let broker = BrokerConfig::from_properties(&props).unwrap();
+        assert_eq!(broker.listeners.len(), 1);
+        assert_eq!(broker.listeners[0].host, "");
+        assert_eq!(broker.advertised().name, "PLAINTEXT");
+        assert_eq!(broker.advertised().port, 19092);
+        assert_eq!(broker.controller_addresses(), vec!["localhost:19093"]);
+        let controller =
+            crate::controller_server::ControllerServerConfig::from_properties(&props).unwrap();
+        assert_eq!(controller.listener.port, 19093);
+        assert_eq!(
+            controller.quorum_voters,
+            vec![(1, "localhost:19093".to_string())]
+        );
+    }
+
+    // Shows: controller.quorum.bootstrap.servers is resolved only where it is unambiguous — one
+    // server that is this controller's own listener; several servers (their ids unknown without
+    // KIP-853's dynamic quorum) or another controller's address are refused with a message
+    // pointing at controller.quorum.voters; the voters win when both are set; a broker takes the
+    // servers as its controllers' addresses.
+    #[test]
+    fn bootstrap_servers_resolve_only_when_unambiguous() {
+        let controller = |changes: &[(&str, &str)]| {
+            let mut p = kafka_4_server_properties();
+            p.extend(props(changes));
+            crate::controller_server::ControllerServerConfig::from_properties(&p)
+        };
+        for (host, listener) in [
+            ("127.0.0.1", "CONTROLLER://:19093"),
+            ("10.0.0.5", "CONTROLLER://10.0.0.5:19093"),
+            ("localhost", "CONTROLLER://127.0.0.1:19093"),
+        ] {
+            let c = controller(&[
+                (
+                    "controller.quorum.bootstrap.servers",
+                    &format!("{host}:19093"),
+                ),
+                ("listeners", &format!("PLAINTEXT://:19092,{listener}")),
+                ("advertised.listeners", "PLAINTEXT://localhost:19092"),
+            ])
+            .unwrap();
+            assert_eq!(c.quorum_voters, vec![(1, format!("{host}:19093"))]);
+        }
+        let several = controller(&[(
+            "controller.quorum.bootstrap.servers",
+            "h1:19093,h2:19093,h3:19093",
+        )])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            several.contains("controller.quorum.voters") && several.contains("KIP-853"),
+            "{several}"
+        );
+        for other in ["otherhost:19093", "localhost:29093"] {
+            let err = controller(&[("controller.quorum.bootstrap.servers", other)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("is not this controller's listener"), "{err}");
+        }
+        let malformed = controller(&[("controller.quorum.bootstrap.servers", "nohost")])
+            .unwrap_err()
+            .to_string();
+        assert!(malformed.contains("host:port"), "{malformed}");
+        let voters = controller(&[
+            ("controller.quorum.bootstrap.servers", "h1:1,h2:2"),
+            ("controller.quorum.voters", "1@localhost:19093,2@h2:19093"),
+        ])
+        .unwrap();
+        assert_eq!(voters.quorum_voters.len(), 2);
+
+        let broker = BrokerConfig::from_properties(&props(&[
+            ("node.id", "4"),
+            ("process.roles", "broker"),
+            ("controller.quorum.bootstrap.servers", "c1:9093, c2:9093"),
+        ]))
+        .unwrap();
+        assert_eq!(broker.controller_addresses(), vec!["c1:9093", "c2:9093"]);
+        assert_eq!(broker.offsets_topic_replication_factor, 3);
     }
 }

@@ -2,8 +2,9 @@
 //! split each byte stream into frames, hand each frame to the listener's [`RequestHandler`],
 //! write answers in request order (Kafka answers a connection's requests in order).
 //!
-//! A malformed or oversized frame closes *that* connection with a log line; nothing a client
-//! sends stops the process. On shutdown, buffered requests are not started and every
+//! A malformed or oversized frame closes *that* connection with a log line — at most one per
+//! listener per [`MALFORMED_LOG_INTERVAL`], the next one saying how many were left out — and is
+//! counted (`keel_malformed_requests_total`); nothing a client sends stops the process. On shutdown, buffered requests are not started and every
 //! connection is aborted at its next await (a request's synchronous part — an append — is never
 //! cut in half). Generic over the stream type so the simulator can drive it with its own sockets.
 
@@ -23,6 +24,44 @@ const READ_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Back-off after a failed accept (usually EMFILE).
 const ACCEPT_RETRY_MS: u64 = 100;
+
+/// At most one malformed-request line per listener in this interval (a fuzzer sends thousands
+/// a second); the lines left out are counted and the next line says how many.
+pub const MALFORMED_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One listener's rate limit for malformed-request lines.
+#[derive(Debug, Default)]
+struct MalformedLog {
+    state: std::sync::Mutex<MalformedLogState>,
+}
+
+#[derive(Debug, Default)]
+struct MalformedLogState {
+    /// When the last line was logged.
+    last_logged: Option<tokio::time::Instant>,
+    /// Lines left out since.
+    suppressed: u64,
+}
+
+impl MalformedLog {
+    /// Whether the malformed request seen at `now` is logged: `Some(n)`, with the `n` lines left
+    /// out before it, at most once per [`MALFORMED_LOG_INTERVAL`]; `None` (counted) otherwise.
+    fn admit(&self, now: tokio::time::Instant) -> Option<u64> {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let due = state
+            .last_logged
+            .is_none_or(|last| now.duration_since(last) >= MALFORMED_LOG_INTERVAL);
+        if !due {
+            state.suppressed += 1;
+            return None;
+        }
+        state.last_logged = Some(now);
+        Some(std::mem::take(&mut state.suppressed))
+    }
+}
 
 /// What the connection does after a request.
 #[derive(Debug)]
@@ -102,6 +141,7 @@ pub async fn serve<L: Listener, H: RequestHandler>(
     shutdown: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
+    let malformed = std::sync::Arc::new(MalformedLog::default());
     loop {
         tokio::select! {
             biased;
@@ -109,9 +149,17 @@ pub async fn serve<L: Listener, H: RequestHandler>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let (handler, shutdown) = (handler.clone(), shutdown.clone());
+                    let malformed = malformed.clone();
                     connections.spawn(async move {
-                        handle_connection(stream, peer, handler, max_request_bytes, shutdown)
-                            .await;
+                        handle_connection(
+                            stream,
+                            peer,
+                            handler,
+                            max_request_bytes,
+                            &malformed,
+                            shutdown,
+                        )
+                        .await;
                     });
                     // Reap finished connections so the set does not grow without bound.
                     while connections.try_join_next().is_some() {}
@@ -141,11 +189,12 @@ enum Closed {
 }
 
 /// Serves one connection until the peer closes it, it misbehaves, or the process stops.
-pub async fn handle_connection<S, H>(
+async fn handle_connection<S, H>(
     stream: S,
     peer: String,
     handler: H,
     max_request_bytes: usize,
+    malformed: &MalformedLog,
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -201,12 +250,48 @@ pub async fn handle_connection<S, H>(
             Reply::Reject(reason) => break Closed::Rejected(reason),
         }
     };
+    let admit_malformed = || {
+        if let Some(metrics) = handler.request_metrics() {
+            metrics.count_malformed();
+        }
+        malformed.admit(tokio::time::Instant::now())
+    };
     match closed {
         Closed::Eof | Closed::Shutdown => debug!(%peer, "connection closed"),
         Closed::Io(e) => debug!(%peer, error = %e, "connection closed by an I/O error"),
-        Closed::Frame(e) => warn!(%peer, error = %e, "closing connection: bad frame"),
+        Closed::Frame(e) => {
+            if let Some(suppressed) = admit_malformed() {
+                warn!(%peer, error = %e, suppressed, "closing connection: bad frame");
+            }
+        }
         Closed::Requested(reason) => info!(%peer, %reason, "closing connection"),
-        Closed::Rejected(reason) => warn!(%peer, %reason, "closing connection"),
+        Closed::Rejected(reason) => {
+            if let Some(suppressed) = admit_malformed() {
+                warn!(%peer, %reason, suppressed, "closing connection");
+            }
+        }
     }
     let _ = writer.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Shows: malformed-request lines are rate-limited to one per MALFORMED_LOG_INTERVAL per
+    // listener, and the next line carries the count of those left out (issue 19: a fuzzer made
+    // 23,378 lines in 4 minutes).
+    #[test]
+    fn malformed_lines_are_rate_limited_with_a_count() {
+        let log = MalformedLog::default();
+        let start = tokio::time::Instant::now();
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        assert_eq!(log.admit(at(0)), Some(0));
+        let logged: Vec<Option<u64>> = (1..=999).map(|ms| log.admit(at(ms))).collect();
+        assert!(logged.iter().all(Option::is_none), "{logged:?}");
+        assert_eq!(log.admit(at(1_000)), Some(999));
+        assert_eq!(log.admit(at(1_500)), None);
+        assert_eq!(log.admit(at(5_000)), Some(1));
+        assert_eq!(log.admit(at(6_000)), Some(0));
+    }
 }

@@ -79,7 +79,8 @@ pub enum LocalController {
 
 impl LocalController {
     /// What a broker config asks for: combined mode when `process.roles` names both roles, a
-    /// single-node cluster when no `controller.quorum.voters` are configured.
+    /// single-node cluster when no controllers are configured (neither
+    /// `controller.quorum.voters` nor `controller.quorum.bootstrap.servers`).
     pub fn for_broker(config: &BrokerConfig) -> anyhow::Result<LocalController> {
         let roles = &config.process_roles;
         if roles.iter().any(|r| r == "controller") {
@@ -88,7 +89,7 @@ impl LocalController {
                 controller, config,
             )));
         }
-        if !config.controller_quorum_voters.is_empty() {
+        if !config.controller_addresses().is_empty() {
             return Ok(LocalController::None);
         }
         let mut props = config.raw.clone();
@@ -181,18 +182,11 @@ pub async fn run_observed(
             in_process_listener = Some(mem.bind(IN_PROCESS_CONTROLLER));
             (Arc::new(mem), vec![IN_PROCESS_CONTROLLER.to_string()])
         }
-        LocalController::Combined(c) if config.controller_quorum_voters.is_empty() => (
+        LocalController::Combined(c) if config.controller_addresses().is_empty() => (
             network,
-            vec![format!("{}:{}", c.listener.host, c.listener.port)],
+            c.quorum_voters.iter().map(|(_, a)| a.clone()).collect(),
         ),
-        _ => (
-            network,
-            config
-                .controller_quorum_voters
-                .iter()
-                .map(|(_, addr)| addr.clone())
-                .collect(),
-        ),
+        _ => (network, config.controller_addresses()),
     };
 
     let (broker, jobs) = {
@@ -473,7 +467,7 @@ async fn run_broker(
             }
             Ok(_) => broker.controller().prefer(control_index),
             Err(e) => {
-                warn!(error = %e, "heartbeat failed; reconnecting");
+                log_heartbeat_failure(&e);
                 broker.controller().demote(control_index);
                 match reconnect(&broker, &shutdown, &mut attempt).await {
                     Ok(c) => (control_index, control) = c,
@@ -565,7 +559,7 @@ async fn run_broker(
                 fenced_logged = state.is_fenced;
             }
             Err(e) => {
-                warn!(error = %e, "heartbeat failed; reconnecting");
+                log_heartbeat_failure(&e);
                 broker.controller().demote(control_index);
                 match reconnect(&broker, &shutdown, &mut attempt).await {
                     Ok(c) => (control_index, control) = c,
@@ -591,6 +585,22 @@ async fn run_broker(
     Ok(())
 }
 
+/// A heartbeat refused with `NOT_CONTROLLER` only says that the active controller moved (an
+/// election, e.g. while a fresh quorum settles; Kafka's broker re-resolves the controller
+/// without a warning), and the controllers log the change: INFO. Any other failure: WARN.
+fn log_heartbeat_failure(e: &lifecycle::LifecycleError) {
+    if matches!(
+        e,
+        lifecycle::LifecycleError::Refused {
+            error: ResponseError::NotController
+        }
+    ) {
+        info!(error = %e, "the active controller moved; reconnecting");
+    } else {
+        warn!(error = %e, "heartbeat failed; reconnecting");
+    }
+}
+
 /// Registers, retrying with back-off; `None` if shutdown came first. A refusal with
 /// `DUPLICATE_BROKER_REGISTRATION` (this node's previous incarnation, gone without a controlled
 /// shutdown, still holds its session) is retried every [`DUPLICATE_REGISTRATION_RETRY`] from the
@@ -603,9 +613,12 @@ async fn register(
 ) -> Option<((usize, Connection<BoxStream>), i64)> {
     let mut attempt = 0;
     loop {
+        // Err: the error, whether it is a duplicate registration, and whether it only says that
+        // no controller is active yet (a quorum still electing its first leader at start).
         let outcome = async {
-            let (index, mut connection) =
-                connect_controller(broker).await.map_err(|e| (e, false))?;
+            let (index, mut connection) = connect_controller(broker)
+                .await
+                .map_err(|e| (e, false, true))?;
             match lifecycle::register(&mut connection, registration).await {
                 Ok(epoch) => {
                     broker.controller().prefer(index);
@@ -618,19 +631,29 @@ async fn register(
                             error: ResponseError::DuplicateBrokerRegistration
                         }
                     );
+                    let electing = matches!(
+                        &e,
+                        lifecycle::LifecycleError::Refused {
+                            error: ResponseError::NotController
+                        }
+                    );
                     if !duplicate {
                         broker.controller().demote(index);
                     }
-                    Err((anyhow::Error::from(e), duplicate))
+                    Err((anyhow::Error::from(e), duplicate, electing))
                 }
             }
         }
         .await;
         let pause = match outcome {
             Ok(done) => return Some(done),
-            Err((e, duplicate)) => {
-                if attempt % 10 == 0 {
-                    warn!(error = %e, "cannot register with the controller yet; retrying");
+            Err((e, duplicate, electing)) => {
+                // A fresh cluster's brokers usually start before its quorum has elected a
+                // leader: that is news only when it lasts (ten back-offs, about 15 s).
+                if attempt == 0 && electing {
+                    info!(error = %e, "no active controller yet; retrying the registration");
+                } else if attempt % 10 == 0 {
+                    warn!(error = %e, attempt, "cannot register with the controller yet; retrying");
                 }
                 if duplicate {
                     DUPLICATE_REGISTRATION_RETRY

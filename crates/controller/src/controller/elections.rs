@@ -14,8 +14,8 @@
 //!   carries `warning = true` when it is in neither ISR nor ELR (an unclean election).
 
 use crate::errors::ErrorCode;
-use crate::partition_change::{ChangeContext, Election, ProposedChange};
-use crate::records::{PartitionChangeRecord, Record};
+use crate::partition_change::{classify, ChangeContext, Election, PartitionStatus, ProposedChange};
+use crate::records::{PartitionChangeRecord, PartitionDelta, Record};
 use crate::recovery::{RecoveryView, ReplicaLogInfo};
 use crate::types::{BrokerId, RecoveryMode, TopicPartition, UncleanRecoveryStrategy};
 
@@ -130,6 +130,7 @@ impl Controller {
                     return Ok(elected(leader, false));
                 }
                 let mode = mode.unwrap_or(RecoveryMode::Proactive);
+                self.request_recovery(batch, tp, mode);
                 self.start_recovery(batch, tp, mode, now_ms);
                 Ok(ElectionOutcome::RecoveryStarted)
             }
@@ -150,6 +151,27 @@ impl Controller {
                 self.recovery.cancel(tp);
                 Ok(elected(leader, warning))
             }
+        }
+    }
+
+    /// Records the operator's recovery of `tp` in `mode` when the strategy would not run one (the
+    /// Manual strategy's pause, a wait for a fenced ELR member): every broker then reports the
+    /// partition as recovering, and a new active controller carries the recovery on. A recovery
+    /// the strategy runs anyway goes on in its own mode (as the running task does).
+    fn request_recovery(&mut self, batch: &mut Batch, tp: TopicPartition, mode: RecoveryMode) {
+        let Some(p) = batch.partition(tp).cloned() else {
+            return;
+        };
+        let live = batch.scratch.live_brokers();
+        let ctx = context(&batch.scratch, tp.topic, &live);
+        if classify(&p, &ctx) != PartitionStatus::NeedsUncleanRecovery {
+            batch.push(Record::PartitionChange(PartitionChangeRecord {
+                partition: tp,
+                change: PartitionDelta {
+                    recovery_requested: Some(mode),
+                    ..PartitionDelta::default()
+                },
+            }));
         }
     }
 

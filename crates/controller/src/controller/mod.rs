@@ -30,7 +30,8 @@ use crate::errors::ReplayError;
 use crate::image::ClusterImage;
 use crate::partition::PartitionState;
 use crate::partition_change::{
-    classify, partition_change, ChangeContext, ChangeDecision, PartitionStatus, ProposedChange,
+    classify, partition_change, recovery_mode, ChangeContext, ChangeDecision, PartitionStatus,
+    ProposedChange,
 };
 use crate::records::{PartitionChangeRecord, Record};
 use crate::recovery::{
@@ -299,7 +300,7 @@ impl Controller {
                 self.recovery.cancel(tp);
             }
             PartitionStatus::NeedsUncleanRecovery => {
-                let mode = RecoveryMode::for_strategy(ctx.strategy);
+                let mode = recovery_mode(&p, ctx.strategy);
                 self.start_recovery(batch, tp, mode, now_ms);
             }
             _ => {}
@@ -368,7 +369,7 @@ impl Controller {
                 .filter_map(|(tp, p)| {
                     let ctx = context(&batch.scratch, tp.topic, &live);
                     (classify(p, &ctx) == PartitionStatus::NeedsUncleanRecovery)
-                        .then(|| (tp, RecoveryMode::for_strategy(ctx.strategy)))
+                        .then(|| (tp, recovery_mode(p, ctx.strategy)))
                 })
                 .collect()
         };

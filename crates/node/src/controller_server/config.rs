@@ -48,7 +48,8 @@ pub const SOCKET_REQUEST_MAX_BYTES: &str = "socket.request.max.bytes";
 pub const ELIGIBLE_LEADER_REPLICAS_ENABLE: &str = "eligible.leader.replicas.enable";
 
 /// `controller.quorum.voters`: `id@host:port,...` of every controller (Raft voter). Absent =
-/// this controller alone.
+/// this controller alone (at the one `controller.quorum.bootstrap.servers` entry, if set: see
+/// [`crate::config::standalone_voter`]).
 pub const CONTROLLER_QUORUM_VOTERS: &str = "controller.quorum.voters";
 /// `controller.quorum.election.timeout.ms`: how long a voter waits without hearing from a
 /// leader before it campaigns.
@@ -144,6 +145,7 @@ fn split_list(text: &str) -> impl Iterator<Item = &str> {
 impl ControllerServerConfig {
     /// Reads the controller's settings from a properties map.
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        crate::config::refuse_unimplemented_security(props)?;
         let node_id_text = props.get(NODE_ID).ok_or(ConfigError::Missing(NODE_ID))?;
         let node_id = node_id_text
             .trim()
@@ -214,7 +216,32 @@ impl ControllerServerConfig {
         };
 
         let quorum_voters = match props.get(CONTROLLER_QUORUM_VOTERS) {
-            None => vec![(node_id, format!("{}:{}", listener.host, listener.port))],
+            None => {
+                // The controller's own listener, as `advertised.listeners` names it (an empty
+                // host binds every interface and is reached at localhost, as for the broker).
+                let advertised_host = props
+                    .get("advertised.listeners")
+                    .into_iter()
+                    .flat_map(|text| split_list(text).filter_map(|e| Listener::parse(e).ok()))
+                    .find(|l| l.name == listener.name)
+                    .map(|l| l.host);
+                let bootstrap = match props.get(crate::config::CONTROLLER_QUORUM_BOOTSTRAP_SERVERS)
+                {
+                    Some(text) => crate::config::standalone_voter(
+                        node_id,
+                        &listener,
+                        advertised_host.as_deref(),
+                        text,
+                    )?,
+                    None => None,
+                };
+                let host = match (advertised_host, listener.host.as_str()) {
+                    (Some(host), _) => host,
+                    (None, "") => "localhost".to_string(),
+                    (None, host) => host.to_string(),
+                };
+                vec![bootstrap.unwrap_or((node_id, format!("{host}:{}", listener.port)))]
+            }
             Some(text) => {
                 let mut voters = crate::cluster::parse_quorum_voters(text)
                     .map_err(|reason| invalid(CONTROLLER_QUORUM_VOTERS, text, reason))?;

@@ -121,7 +121,12 @@ pub enum MetadataDir {
 pub async fn bind_tcp(
     config: &ControllerServerConfig,
 ) -> Result<(TcpListener, Listener), ControllerServerError> {
-    let bind_addr = format!("{}:{}", config.listener.host, config.listener.port);
+    // An empty host binds every interface, as the broker listener does (`CONTROLLER://:9093`).
+    let bind_host = match config.listener.host.as_str() {
+        "" => "0.0.0.0",
+        host => host,
+    };
+    let bind_addr = format!("{bind_host}:{}", config.listener.port);
     let listener =
         TcpListener::bind(&bind_addr)
             .await
@@ -138,7 +143,8 @@ pub async fn bind_tcp(
     let mut endpoint = config.listener.clone();
     endpoint.port = local.port();
     if endpoint.host.is_empty() {
-        endpoint.host = local.ip().to_string();
+        // Every interface: advertised as localhost, as the broker's default advertised listener.
+        endpoint.host = "localhost".to_string();
     }
     Ok((listener, endpoint))
 }

@@ -18,8 +18,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use keel_controller::partition_change::recovery_mode;
 use keel_controller::partition_change::PartitionStatus;
-use keel_controller::types::{TopicId, TopicPartition, UncleanRecoveryStrategy};
+use keel_controller::types::{RecoveryMode, TopicPartition};
 use keel_controller::ClusterImage;
 use keel_wire::kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
@@ -204,7 +205,7 @@ fn keel_status(
             PartitionStatusCode::WaitingForElr(brokers(&elr))
         }
         Some(PartitionStatus::NeedsUncleanRecovery) => {
-            let balanced = strategy_is_balanced(image, tp.topic);
+            let balanced = recovery_mode(p, image.strategy(tp.topic)) == RecoveryMode::Balanced;
             let quorum = if balanced {
                 brokers(&keel_controller::recovery::balanced_quorum(p))
             } else {
@@ -216,15 +217,11 @@ fn keel_status(
     }
 }
 
-fn strategy_is_balanced(image: &ClusterImage, topic: TopicId) -> bool {
-    image.strategy(topic) != UncleanRecoveryStrategy::Proactive
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use keel_controller::records::{PartitionRecord, Record, TopicRecord};
-    use keel_controller::types::{BrokerId as B, MetadataOffset};
+    use keel_controller::types::{BrokerId as B, MetadataOffset, TopicId};
     use keel_controller::PartitionState;
     use keel_wire::kafka_protocol::messages::describe_topic_partitions_request::{
         Cursor as RequestCursor, TopicRequest,

@@ -63,6 +63,13 @@ struct RequestLabels {
     api: &'static str,
 }
 
+/// A series of one listener (`broker` or `controller`) of a node.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ListenerLabels {
+    node_id: i32,
+    listener: &'static str,
+}
+
 /// A consumer-group gauge series: node and group state (Kafka's state names).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupStateLabels {
@@ -265,6 +272,7 @@ struct Inner {
     broker: BrokerFamilies,
     storage: storage::StorageFamilies,
     requests: LatencyFamily,
+    malformed_requests: Family<ListenerLabels, Counter>,
     controllers: Arc<controller::Controllers>,
 }
 
@@ -311,6 +319,13 @@ impl Metrics {
              RequestMetrics TotalTimeMs)",
             requests.clone(),
         );
+        let malformed_requests = Family::<ListenerLabels, Counter>::default();
+        registry.register(
+            "malformed_requests",
+            "Connections closed for a malformed request, per listener: a bad size prefix, a \
+             frame over socket.request.max.bytes, or a request that cannot be decoded",
+            malformed_requests.clone(),
+        );
         let controllers = Arc::new(controller::Controllers::default());
         controller::register(&mut registry, &controllers);
         Metrics {
@@ -319,6 +334,7 @@ impl Metrics {
                 broker,
                 storage,
                 requests,
+                malformed_requests,
                 controllers,
             }),
         }
@@ -371,6 +387,10 @@ impl Metrics {
     pub fn requests(&self, node_id: i32, listener: &'static str) -> RequestMetrics {
         RequestMetrics {
             family: self.inner.requests.clone(),
+            malformed: self
+                .inner
+                .malformed_requests
+                .get_or_create_owned(&ListenerLabels { node_id, listener }),
             node_id,
             listener,
         }
@@ -493,6 +513,8 @@ pub fn batch_totals(records: &[u8]) -> (u64, u64) {
 #[derive(Clone, Debug)]
 pub struct RequestMetrics {
     family: LatencyFamily,
+    /// `keel_malformed_requests_total` of this listener.
+    malformed: Counter,
     node_id: i32,
     listener: &'static str,
 }
@@ -506,6 +528,11 @@ impl RequestMetrics {
             api: api_key.map_or(names::UNKNOWN_API, api_name),
         };
         self.family.get_or_create(&labels).observe(seconds);
+    }
+
+    /// Counts one connection closed for a malformed request.
+    pub fn count_malformed(&self) {
+        self.malformed.inc();
     }
 }
 

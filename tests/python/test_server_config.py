@@ -1,0 +1,155 @@
+"""Configurations as operators bring them to `keel format` and `keel server` (issue 19):
+
+- Kafka 4.x's stock `config/server.properties` (KRaft combined mode, `controller.quorum.bootstrap
+  .servers`, an empty host in `CONTROLLER://:9093`) formats the way Kafka's quickstart does it
+  (`kafka-storage.sh format --standalone -t ID -c FILE`) and starts; clients produce and consume;
+- a configuration that asks for security Keel does not implement yet (an SSL or SASL listener, an
+  authorizer, `ssl.*` / `sasl.*` keys) stops `keel format`, `keel server` and `keel dev` with one
+  line naming the key, instead of serving plaintext.
+
+Cites issue 19 ("Refuse what it does not do"; "Kafka 4.x's stock config/server.properties must
+start") and KIP-853 (controller.quorum.bootstrap.servers, `kafka-storage format --standalone`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from clients import confluent_consume, confluent_produce_one, unique_topic
+from keel_broker import Broker, free_port, keel_bin
+from keel_cluster import random_cluster_id
+
+CLI_TIMEOUT_S = 60
+
+
+def kafka_4_server_properties(data_dir: Path, port: int, controller_port: int) -> dict[str, str]:
+    """Every setting of Kafka 4.x's `config/server.properties` (its comments left out), with the
+    ports and `log.dirs` of this test instead of 9092, 9093 and /tmp/kraft-combined-logs."""
+    return {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"localhost:{controller_port}",
+        "listeners": f"PLAINTEXT://:{port},CONTROLLER://:{controller_port}",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "advertised.listeners": f"PLAINTEXT://localhost:{port},CONTROLLER://localhost:{controller_port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map":
+            "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+        "num.network.threads": "3",
+        "num.io.threads": "8",
+        "socket.send.buffer.bytes": "102400",
+        "socket.receive.buffer.bytes": "102400",
+        "socket.request.max.bytes": "104857600",
+        "log.dirs": str(data_dir),
+        "num.partitions": "1",
+        "num.recovery.threads.per.data.dir": "1",
+        "offsets.topic.replication.factor": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "log.retention.hours": "168",
+        "log.segment.bytes": "1073741824",
+        "log.retention.check.interval.ms": "300000",
+    }
+
+
+class StockBroker(Broker):
+    """A `keel server` run from Kafka 4.x's stock settings."""
+
+    def __init__(self, workdir: Path, **kwargs) -> None:
+        self.controller_port = free_port()
+        super().__init__(workdir, **kwargs)
+
+    def default_config(self) -> dict[str, str]:
+        return kafka_4_server_properties(self.data_dir, self.port, self.controller_port)
+
+
+def keel(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(keel_bin()), *args], capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
+                          env={"RUST_BACKTRACE": "1"})
+
+
+def write_config(path: Path, props: dict[str, str]) -> Path:
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
+def test_kafka_4_stock_server_properties_start(tmp_path):
+    """`keel format --standalone -t ID -c server.properties` then `keel server -c server.properties`
+    with Kafka 4.x's stock settings: the combined node binds both listeners on every interface,
+    resolves its single-voter quorum from controller.quorum.bootstrap.servers, and a record
+    produced to localhost:PORT is consumed back. `--standalone` with a quorum of several voters is
+    refused."""
+    b = StockBroker(tmp_path / "stock", name="stock")
+    config = write_config(b.config_path, b.config)
+    cluster_id = random_cluster_id()
+    out = keel("format", "--standalone", "-t", cluster_id, "-c", str(config))
+    assert out.returncode == 0, f"keel format --standalone: {out.stdout}{out.stderr}"
+    assert cluster_id in out.stdout, out.stdout
+    b.formatted, b.cluster_id = True, cluster_id
+    try:
+        b.start()
+        assert b.bootstrap == f"localhost:{b.port}", b.bootstrap
+        topic = unique_topic("stock")
+        err, _ = confluent_produce_one(b.bootstrap, topic, b"from a stock server.properties")
+        assert err is None, f"produce: {err}"
+        got = confluent_consume(b.bootstrap, topic, [0], {0: 1})
+        assert [r.value for _, r in got[0]] == [b"from a stock server.properties"]
+        assert b.terminate() == 0, b.log_tail()
+    finally:
+        b.stop()
+
+    several = dict(b.config)
+    several["controller.quorum.voters"] = f"1@localhost:{b.controller_port},2@localhost:{free_port()}"
+    refused = keel("format", "--standalone", "-t", cluster_id, "-c",
+                   str(write_config(tmp_path / "several.properties", several)))
+    assert refused.returncode == 1 and "--standalone" in refused.stderr, refused
+
+
+def refused_everywhere(tmp_path: Path, extra: dict[str, str], named: str) -> None:
+    """`keel format`, `keel server` and `keel dev --override` each refuse a config with `extra`
+    at once, in one line that names `named` and says security is not implemented; format wrote
+    nothing."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    data = tmp_path / "data"
+    port = free_port()
+    props = {"node.id": "1", "log.dirs": str(data), "listeners": f"PLAINTEXT://127.0.0.1:{port}", **extra}
+    config = write_config(tmp_path / "server.properties", props)
+    runs = {
+        "format": keel("format", "-c", str(config)),
+        "server": keel("server", "-c", str(config)),
+        "dev": keel("dev", "--data-dir", str(tmp_path / "dev"), "--port", str(free_port()), "--no-metrics",
+                    *[a for k, v in extra.items() for a in ("--override", f"{k}={v}")]),
+    }
+    for command, run in runs.items():
+        assert run.returncode == 1, f"keel {command} with {extra} exited {run.returncode}: {run.stdout}{run.stderr}"
+        lines = run.stderr.strip().splitlines()
+        assert len(lines) == 1 and named in lines[0] and "not implemented yet" in lines[0], \
+            f"keel {command} with {extra}: {run.stderr}"
+    assert not data.exists(), f"a refused format wrote {list(data.iterdir())}"
+    assert not (tmp_path / "dev").exists(), "a refused keel dev formatted its data directory"
+
+
+def test_an_ssl_listener_is_refused_not_served_as_plaintext(tmp_path):
+    """The issue's case: `listeners=SSL://...` used to serve plaintext with a warning; now format,
+    server and dev refuse it, naming the listener."""
+    port = free_port()
+    refused_everywhere(tmp_path / "ssl", {"listeners": f"SSL://127.0.0.1:{port}"}, "listener SSL uses SSL")
+
+
+def test_sasl_by_protocol_map_an_authorizer_and_ssl_keys_are_refused(tmp_path):
+    """A listener mapped to SASL_SSL by listener.security.protocol.map, an authorizer, `ssl.*`
+    and the per-listener `listener.name.<name>.sasl.*` forms are refused the same way."""
+    port = free_port()
+    cases = [
+        ({"listeners": f"CLIENT://127.0.0.1:{port}", "listener.security.protocol.map": "CLIENT:SASL_SSL"},
+         "listener CLIENT uses SASL_SSL"),
+        ({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
+         "authorizer.class.name"),
+        ({"ssl.keystore.location": "/etc/kafka/keystore.jks"}, "ssl.keystore.location"),
+        ({"listener.name.client.plain.sasl.jaas.config": "x"}, "listener.name.client.plain.sasl.jaas.config"),
+    ]
+    for i, (extra, named) in enumerate(cases):
+        refused_everywhere(tmp_path / f"case-{i}", extra, named)
