@@ -106,8 +106,11 @@ def test_damaged_segment_of_a_stopped_broker_is_set_aside_and_rereplicated(clust
                "broker 2 re-replicated the leader's log")
     got = confluent_consume(c.bootstrap, topic, [0], {0: len(acked)})
     assert_read_back(acked, got, "after broker 2's segment was damaged")
-    # The quarantine is not touched by re-replication.
+    # The quarantine is not touched by re-replication, and `keel status` names it.
     assert _quarantines(c.broker(2).log_dir) == [q]
+    status = _status(c)
+    assert "damaged data set aside: 1 log directories" in status, status
+    assert str(c.broker(2).log_dir) in status, status
 
 
 def _last_batch(segment: Path) -> tuple[int, int]:
@@ -197,6 +200,14 @@ def _log_hash(c, i: int, topic: str) -> str:
     return h.hexdigest()
 
 
+def _status(c) -> str:
+    """`keel status` against a running broker."""
+    out = subprocess.run([str(_keel()), "status", "--bootstrap-server", c.broker(0).address],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def _keel() -> Path:
     from keel_broker import keel_bin
     return keel_bin()
@@ -254,6 +265,9 @@ def test_full_log_directory_goes_offline_and_others_carry_on(cluster, tmpfs):
     address = f"127.0.0.1:{metrics_port}"
     assert _metric(address, 'keel_log_dir_offline_count') == 1.0
     assert "log directory failed" in b2.log_text(), b2.log_tail()
+    status = _status(c)
+    assert "offline log directories: 1" in status and str(small) in status, status
+    assert "No space left on device" in status, status
     state = c.partition_state(topic)
     assert state[full].leader in (0, 1) and 2 not in state[full].isr, state
     # The partition on the other directory is still led by broker 2 and takes writes.
@@ -267,6 +281,7 @@ def test_full_log_directory_goes_offline_and_others_carry_on(cluster, tmpfs):
     c.restart(2)
     c.wait_for_isr(topic, full, {0, 1, 2}, timeout_s=120)
     assert _metric(address, 'keel_log_dir_offline_count') == 0.0
+    assert "offline log directories: none" in _status(c)
     got = confluent_consume(c.bootstrap, topic, [full, other], {full: len(acked), other: len(acked_other)})
     assert_read_back(acked + acked_other, got, "after broker 2's directory filled up")
     c.stop()  # before the tmpfs is unmounted under the running broker

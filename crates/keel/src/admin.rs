@@ -31,10 +31,10 @@ use keel_wire::kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use keel_wire::kafka_protocol::messages::{
     ApiKey, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    DescribeConfigsRequest, DescribeConfigsResponse, DescribeTopicPartitionsRequest,
-    DescribeTopicPartitionsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, MetadataRequest,
-    MetadataResponse, TopicName,
+    DescribeConfigsRequest, DescribeConfigsResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, MetadataRequest, MetadataResponse, TopicName,
 };
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use keel_wire::keel_ext::{self, PartitionStatusCode, RecoveryModeField, RECOVERY_STARTED};
@@ -906,6 +906,77 @@ struct StatusReport {
     offline: Vec<PartitionInfo>,
     under_min_isr: Vec<PartitionInfo>,
     under_replicated: Vec<PartitionInfo>,
+    /// Log directories taken offline (issue 19), from each broker's DescribeLogDirs.
+    offline_log_dirs: Vec<LogDirProblem>,
+    /// Log directories holding damaged data set aside (quarantine directories).
+    quarantined: Vec<LogDirProblem>,
+    /// Brokers whose log directories could not be described, and why.
+    unreachable: Vec<(i32, String)>,
+}
+
+/// One broker's log directory that needs an operator.
+#[derive(Debug, Serialize)]
+struct LogDirProblem {
+    broker: i32,
+    dir: String,
+    /// Why it is offline (offline directories).
+    reason: Option<String>,
+    quarantines: i32,
+    quarantined_bytes: i64,
+}
+
+/// Every broker's log directories (DescribeLogDirs with no partitions), sorted into offline
+/// ones, ones holding quarantined data, and brokers that could not answer.
+async fn log_dir_problems(
+    brokers: &[(i32, String)],
+) -> (Vec<LogDirProblem>, Vec<LogDirProblem>, Vec<(i32, String)>) {
+    let (mut offline, mut quarantined, mut unreachable) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, address) in brokers {
+        let described = async {
+            let mut conn = Connection::connect(&TcpNetwork, address, "keel-admin").await?;
+            let response: DescribeLogDirsResponse = call(
+                &mut conn,
+                ApiKey::DescribeLogDirs,
+                2,
+                4,
+                &DescribeLogDirsRequest::default().with_topics(Some(Vec::new())),
+            )
+            .await?;
+            anyhow::Ok(response)
+        };
+        let response = match described.await {
+            Ok(r) => r,
+            Err(e) => {
+                unreachable.push((*id, format!("{e:#}")));
+                continue;
+            }
+        };
+        for result in response.results {
+            let status = result
+                .unknown_tagged_fields
+                .get(&keel_ext::LOG_DIR_STATUS_TAG)
+                .and_then(|b| keel_ext::LogDirStatus::decode(b).ok())
+                .unwrap_or_default();
+            let problem = LogDirProblem {
+                broker: *id,
+                dir: result.log_dir.to_string(),
+                reason: (result.error_code != 0).then(|| {
+                    status
+                        .offline_reason
+                        .clone()
+                        .unwrap_or_else(|| error_text(result.error_code, None))
+                }),
+                quarantines: status.quarantine_count,
+                quarantined_bytes: status.quarantined_bytes,
+            };
+            if problem.reason.is_some() {
+                offline.push(problem);
+            } else if problem.quarantines > 0 {
+                quarantined.push(problem);
+            }
+        }
+    }
+    (offline, quarantined, unreachable)
 }
 
 pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()> {
@@ -920,6 +991,13 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
     .await?;
     let mut brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
     brokers.sort();
+    let mut addresses: Vec<(i32, String)> = metadata
+        .brokers
+        .iter()
+        .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+        .collect();
+    addresses.sort();
+    let (offline_log_dirs, quarantined, unreachable) = log_dir_problems(&addresses).await;
     let partitions = describe_partitions(&mut conn, &[]).await?;
     let mut topics: Vec<String> = partitions.iter().map(|p| p.topic.clone()).collect();
     topics.dedup();
@@ -931,6 +1009,9 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
         offline: Vec::new(),
         under_min_isr: Vec::new(),
         under_replicated: Vec::new(),
+        offline_log_dirs,
+        quarantined,
+        unreachable,
     };
     for p in partitions {
         let min = min_isr.get(&p.topic).copied().unwrap_or(1);
@@ -1002,6 +1083,47 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
         false,
     );
     section("under-replicated", &report.under_replicated, false);
+    if report.offline_log_dirs.is_empty() {
+        println!("offline log directories: none");
+    } else {
+        println!(
+            "offline log directories: {} (restart the broker once the disk is fixed)",
+            report.offline_log_dirs.len()
+        );
+        let mut rows = vec![["BROKER", "DIRECTORY", "REASON"].map(String::from).to_vec()];
+        for d in &report.offline_log_dirs {
+            rows.push(vec![
+                d.broker.to_string(),
+                d.dir.clone(),
+                d.reason.clone().unwrap_or_default(),
+            ]);
+        }
+        print!("{}", table(&rows));
+    }
+    if report.quarantined.is_empty() {
+        println!("damaged data set aside: none");
+    } else {
+        println!(
+            "damaged data set aside: {} log directories hold *-quarantine directories (kept \
+             for an operator; see docs/operations.md)",
+            report.quarantined.len()
+        );
+        let mut rows = vec![["BROKER", "DIRECTORY", "QUARANTINES", "BYTES"]
+            .map(String::from)
+            .to_vec()];
+        for d in &report.quarantined {
+            rows.push(vec![
+                d.broker.to_string(),
+                d.dir.clone(),
+                d.quarantines.to_string(),
+                d.quarantined_bytes.to_string(),
+            ]);
+        }
+        print!("{}", table(&rows));
+    }
+    for (broker, error) in &report.unreachable {
+        println!("broker {broker}: log directories not described: {error}");
+    }
     Ok(())
 }
 
