@@ -252,11 +252,13 @@ def test_full_log_directory_goes_offline_and_others_carry_on(cluster, tmpfs):
     b2.config["metrics.port"] = str(metrics_port)
     c.start()
     topic = unique_topic("full-disk")
-    # Broker 2 leads both partitions; it puts them in its two directories (fewest first).
-    c.create_topic(topic, assignment=[[2, 0, 1], [2, 0, 1]], config={**MIN_ISR, "segment.bytes": str(SEGMENT_BYTES)})
-    on_small = [p for p in (0, 1) if (small / f"{topic}-{p}").is_dir()]
-    assert len(on_small) == 1, f"one partition per directory: {list(small.iterdir())}"
-    full, other = on_small[0], 1 - on_small[0]
+    # Broker 2 leads partitions 0 and 1 and follows 2; it spreads them over its two directories
+    # (fewest partitions first): one of them lands on the small disk.
+    c.create_topic(topic, assignment=[[2, 0, 1], [2, 0, 1], [0, 2, 1]],
+                   config={**MIN_ISR, "segment.bytes": str(SEGMENT_BYTES)})
+    on_small = [p for p in (0, 1, 2) if (small / f"{topic}-{p}").is_dir()]
+    assert on_small == [1], f"partition 1 on the small disk: {list(small.iterdir())}"
+    full, other, followed = 1, 0, 2
 
     # 100 MB: more than the tmpfs holds.
     recs = [dataclasses.replace(r, partition=full) for r in make_records(100_000, 1, tag="full", value_bytes=1000)]
@@ -275,6 +277,13 @@ def test_full_log_directory_goes_offline_and_others_carry_on(cluster, tmpfs):
     more = [dataclasses.replace(r, partition=other) for r in make_records(2000, 1, tag="other", value_bytes=100)]
     acked_other = confluent_produce(c.bootstrap, topic, more, acks="all")
     c.wait_for_isr(topic, other, {0, 1, 2})
+    # Broker 2's fetcher for the partition it follows on its good directory never stopped: it
+    # stays in the ISR while the leader takes new records, and holds them all.
+    third = [dataclasses.replace(r, partition=followed) for r in make_records(2000, 1, tag="third", value_bytes=100)]
+    acked_third = confluent_produce(c.bootstrap, topic, third, acks="all")
+    c.wait_for_isr(topic, followed, {0, 1, 2})
+    c.wait_for(lambda: c.segment_bytes(2, topic, followed) == c.segment_bytes(0, topic, followed), 30,
+               "broker 2 replicated the followed partition")
 
     # Space again, then a restart: the directory is back and the replica rejoins.
     subprocess.run(["mount", "-o", "remount,size=256m", str(tmpfs)], check=True, timeout=30)
@@ -282,8 +291,9 @@ def test_full_log_directory_goes_offline_and_others_carry_on(cluster, tmpfs):
     c.wait_for_isr(topic, full, {0, 1, 2}, timeout_s=120)
     assert _metric(address, 'keel_log_dir_offline_count') == 0.0
     assert "offline log directories: none" in _status(c)
-    got = confluent_consume(c.bootstrap, topic, [full, other], {full: len(acked), other: len(acked_other)})
-    assert_read_back(acked + acked_other, got, "after broker 2's directory filled up")
+    got = confluent_consume(c.bootstrap, topic, [full, other, followed],
+                            {full: len(acked), other: len(acked_other), followed: len(acked_third)})
+    assert_read_back(acked + acked_other + acked_third, got, "after broker 2's directory filled up")
     c.stop()  # before the tmpfs is unmounted under the running broker
 
 
