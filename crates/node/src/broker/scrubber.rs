@@ -72,7 +72,7 @@ enum PartitionScrub {
 
 impl Broker {
     /// One pass over every hosted partition; `None` if `stop` came first.
-    pub async fn scrub_pass(&self, stop: &CancellationToken) -> Option<ScrubStats> {
+    pub async fn scrub_pass(self: &Arc<Self>, stop: &CancellationToken) -> Option<ScrubStats> {
         let mut stats = ScrubStats::default();
         let mut pacer = Pacer::new(self.config.log_scrub_bytes_per_second);
         for partition in self.all_partitions() {
@@ -92,7 +92,7 @@ impl Broker {
     }
 
     async fn scrub_partition(
-        &self,
+        self: &Arc<Self>,
         partition: &Arc<Partition>,
         stats: &mut ScrubStats,
         pacer: &mut Pacer,
@@ -137,7 +137,12 @@ impl Broker {
                     Ok(ScrubStep::Damaged(damage)) => {
                         if self.scrub_still_applies(partition, &task) {
                             stats.damaged += 1;
-                            self.on_damage(partition, &damage, "scrub");
+                            // Copies the damaged segment: file IO, off the async tasks.
+                            let (broker, partition) = (self.clone(), partition.clone());
+                            let _ = run_blocking(move || {
+                                broker.on_damage(&partition, &damage, "scrub")
+                            })
+                            .await;
                         }
                         return PartitionScrub::Stopped;
                     }

@@ -240,7 +240,7 @@ struct Round {
 }
 
 fn read_round(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     request: &FetchRequest,
     plans: &[TopicPlan],
     fetcher: Fetcher,
@@ -371,7 +371,7 @@ fn base(index: i32, high_watermark: Offset, log_start: Offset) -> PartitionData 
 }
 
 fn read_partition(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     name: Option<&str>,
     p: &FetchPartition,
     fetcher: Fetcher,
@@ -435,7 +435,15 @@ fn read_partition(
             .with_error_code(ResponseError::OffsetOutOfRange.code())
             .with_records(Some(Bytes::new())),
         Err(LogError::Damaged(damage)) => {
-            broker.on_damage(&partition, &damage, "follower_read");
+            // Setting it aside copies the damaged segment: file IO, off this request's task.
+            // A second finding meanwhile is a no-op (the log changed under it).
+            let (broker, partition) = (broker.clone(), partition.clone());
+            tokio::spawn(async move {
+                let _ = crate::blocking::run_blocking(move || {
+                    broker.on_damage(&partition, &damage, "follower_read")
+                })
+                .await;
+            });
             base.with_error_code(ResponseError::KafkaStorageError.code())
                 .with_records(Some(Bytes::new()))
         }
