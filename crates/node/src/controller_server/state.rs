@@ -361,6 +361,9 @@ impl ControllerState {
                     lease_held,
                     "no longer the active controller"
                 );
+                if leader && active.term == term {
+                    self.report.lease_lapses.inc();
+                }
                 self.active = None;
             }
         } else if leader && lease_held && caught_up {

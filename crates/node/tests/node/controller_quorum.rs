@@ -62,6 +62,8 @@ struct Quorum {
     dirs: Vec<tempfile::TempDir>,
     addrs: Vec<String>,
     voters: String,
+    /// Every controller reports here (one series per node id).
+    metrics: keel_node::metrics::Metrics,
 }
 
 impl Quorum {
@@ -87,6 +89,7 @@ impl Quorum {
             dirs,
             addrs,
             voters,
+            metrics: keel_node::metrics::Metrics::new(),
         }
     }
 
@@ -112,7 +115,8 @@ impl Quorum {
         .map(|(k, v)| (k.to_string(), v))
         .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
-        let config = ControllerServerConfig::from_properties(&props).unwrap();
+        let mut config = ControllerServerConfig::from_properties(&props).unwrap();
+        config.metrics = self.metrics.clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -380,6 +384,52 @@ fn a_three_controller_quorum_survives_the_loss_of_its_leader() {
         // The crashed controller comes back as a standby and catches up.
         controllers.push(quorum.start(active));
         converge(&quorum, &[1, 2, 3], &after).await;
+    });
+}
+
+// Shows: an active controller whose standbys are gone stays the Raft leader (openraft 0.9 never
+// steps down) but stops acting once its lease lapses — it answers NOT_CONTROLLER — and counts
+// that lapse in `keel_controller_lease_lapses_total` (issue 19).
+#[test]
+fn a_leader_without_its_quorum_counts_a_lease_lapse() {
+    let quorum = Quorum::new();
+    let mut controllers: Vec<Controller> = (1..=3).map(|id| quorum.start(id)).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (active, code) = call_active(
+            &quorum,
+            &[1, 2, 3],
+            ApiKey::BrokerRegistration,
+            4,
+            &registration(1),
+            |r: &BrokerRegistrationResponse| r.error_code,
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(code, 0);
+        let lapses = quorum.metrics.controller(active).lease_lapses;
+        assert_eq!(lapses.get(), 0, "no lapse while the quorum answers");
+        let (kept, standbys): (Vec<_>, Vec<_>) =
+            controllers.drain(..).partition(|c| c.id == active);
+        for standby in standbys {
+            standby.crash();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lapses.get() == 0 {
+            assert!(Instant::now() < deadline, "the lease never lapsed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(lapses.get(), 1);
+        let mut conn = quorum.connect(active).await.unwrap();
+        let answer: BrokerRegistrationResponse = conn
+            .call_version(ApiKey::BrokerRegistration, 4, &registration(2))
+            .await
+            .unwrap();
+        assert_eq!(answer.error_code, NOT_CONTROLLER);
+        drop(kept);
     });
 }
 
