@@ -133,6 +133,11 @@ pub mod recovery;
 pub mod types;
 
 pub use controller::{
+    too_many_partitions, topic_batch_partitions, EXCESSIVE_PARTITIONS,
+    MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
+    MAX_REPLICAS_PER_REQUEST,
+};
+pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse, Output,
     ProducerIdBlock, RegisterBrokerRequest, RegisterBrokerResponse, PRODUCER_ID_BLOCK_SIZE,
