@@ -144,3 +144,29 @@ def test_the_node_serves_and_its_controller_stayed_active(node):
     text = scrape(node)
     assert sample(text, "keel_active_controller_count") == 1.0
     assert sample(text, "keel_controller_lease_lapses_total") == 0.0
+
+
+def incremental_alter_configs_v0(resources: list[tuple[str, list[tuple[str, str]]]]) -> bytes:
+    """IncrementalAlterConfigs v0: resources [type, name, configs [name, op, value]], validate_only."""
+    out = w.Writer().int32(len(resources))
+    for topic, configs in resources:
+        out.int8(2).string(topic).int32(len(configs))
+        for name, value in configs:
+            out.string(name).int8(0).string(value)
+    return out.boolean(False).getvalue()
+
+
+def test_more_config_changes_than_one_operation_may_write_is_policy_violation(node):
+    """IncrementalAlterConfigs carrying 10,001 config changes (one topic named 10,001 times; Kafka
+    caps the records of one user operation at 10,000, QuorumController.MAX_RECORDS_PER_USER_OP):
+    POLICY_VIOLATION at once for every resource, with Kafka's message, and nothing written."""
+    resources = [(node.grown, [("retention.ms", str(1000 + i))]) for i in range(10_001)]
+    started = time.monotonic()
+    with w.RawConnection.to(node.bootstrap, timeout_s=2 * ANSWER_WITHIN_S) as conn:
+        r = conn.call(44, 0, incremental_alter_configs_v0(resources))
+        r.int32()
+        got = r.array(lambda x: (x.int16(), x.string(), x.int8(), x.string()))
+    assert time.monotonic() - started < ANSWER_WITHIN_S
+    assert len(got) == len(resources)
+    assert {code for code, _, _, _ in got} == {POLICY_VIOLATION}, got[:3]
+    assert got[0][1].startswith("Unable to perform excessively large batch operation."), got[0]

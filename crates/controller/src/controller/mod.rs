@@ -23,8 +23,9 @@ pub use membership::{
 };
 pub use partitions::{
     too_many_partitions, topic_batch_partitions, ConfigChange, CreatePartitionsRequest,
-    CreateTopicRequest, EXCESSIVE_PARTITIONS, MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS,
-    MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH, MAX_REPLICAS_PER_REQUEST,
+    CreateTopicRequest, EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS,
+    MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
+    MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
 };
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 

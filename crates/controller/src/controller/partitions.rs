@@ -52,6 +52,14 @@ pub const MAX_REPLICAS_PER_REQUEST: u64 = 3_000_000;
 /// 10,000, its batch limit). They are written as one entry (an increase is atomic), ~3.5 MB.
 pub const MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS: u32 = 10_000;
 
+/// Records one user operation that is not written in batches may generate (Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`): the config changes of one
+/// IncrementalAlterConfigs request, all resources together.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// Kafka's message for an operation over [`MAX_RECORDS_PER_USER_OP`] (`PolicyViolationException`).
+pub const EXCESSIVE_BATCH: &str = "Unable to perform excessively large batch operation.";
+
 /// Kafka's message for a request over its partition limit (`PolicyViolationException`).
 pub const EXCESSIVE_PARTITIONS: &str = "Excessively large number of partitions per request.";
 
