@@ -47,6 +47,7 @@ error_codes! {
     InvalidConfig = 40, "INVALID_CONFIG";
     NotController = 41, "NOT_CONTROLLER";
     InvalidRequest = 42, "INVALID_REQUEST";
+    PolicyViolation = 44, "POLICY_VIOLATION";
     UnknownServerError = -1, "UNKNOWN_SERVER_ERROR";
     FencedLeaderEpoch = 74, "FENCED_LEADER_EPOCH";
     StaleBrokerEpoch = 77, "STALE_BROKER_EPOCH";
@@ -184,6 +185,7 @@ mod tests {
             ("INVALID_CONFIG", 40),
             ("NOT_CONTROLLER", 41),
             ("INVALID_REQUEST", 42),
+            ("POLICY_VIOLATION", 44),
             ("FENCED_LEADER_EPOCH", 74),
             ("STALE_BROKER_EPOCH", 77),
             ("PREFERRED_LEADER_NOT_AVAILABLE", 80),

@@ -5,13 +5,14 @@
 //! break one is rejected with a [`ReplayError`] and leaves the image untouched.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::config::{self, ELR_FEATURE};
 use crate::errors::ReplayError;
 use crate::partition::PartitionState;
 use crate::records::{
     BrokerStateChange, ConfigRecord, ConfigResource, FeatureLevelRecord, Listener, PartitionRecord,
-    Record, RegisterBrokerRecord, TopicRecord,
+    PendingTopicRecord, Record, RegisterBrokerRecord, TopicRecord,
 };
 use crate::types::{
     BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, TopicId, TopicPartition,
@@ -81,12 +82,27 @@ impl TopicImage {
     }
 }
 
+/// A topic being created in several batches ([`Record::PendingTopic`]): invisible until it
+/// has all its partitions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingTopic {
+    /// The topic as far as its records go.
+    pub topic: TopicImage,
+    /// How many partitions complete it.
+    pub partitions: u32,
+}
+
 /// The whole metadata image.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterImage {
     brokers: BTreeMap<BrokerId, BrokerRegistration>,
-    topics: BTreeMap<TopicId, TopicImage>,
+    /// Shared with clones until changed (`Arc::make_mut`): an operation's scratch copy of the
+    /// image costs a pointer per topic, not a copy of every partition.
+    topics: BTreeMap<TopicId, Arc<TopicImage>>,
     topic_names: BTreeMap<String, TopicId>,
+    /// Topics being created in several batches, by id (their names are in `pending_names`).
+    pending: BTreeMap<TopicId, Arc<PendingTopic>>,
+    pending_names: BTreeMap<String, TopicId>,
     cluster_configs: BTreeMap<String, String>,
     features: BTreeMap<String, u16>,
     /// The first producer id no broker has been given yet.
@@ -136,13 +152,13 @@ impl ClusterImage {
     }
 
     /// Every topic.
-    pub fn topics(&self) -> &BTreeMap<TopicId, TopicImage> {
+    pub fn topics(&self) -> &BTreeMap<TopicId, Arc<TopicImage>> {
         &self.topics
     }
 
     /// One topic.
     pub fn topic(&self, id: TopicId) -> Option<&TopicImage> {
-        self.topics.get(&id)
+        self.topics.get(&id).map(|t| &**t)
     }
 
     /// A topic's id by name.
@@ -153,6 +169,19 @@ impl ClusterImage {
     /// One partition.
     pub fn partition(&self, tp: TopicPartition) -> Option<&PartitionState> {
         self.topics.get(&tp.topic)?.partitions.get(&tp.partition)
+    }
+
+    /// Topics being created in several batches (invisible to every other accessor).
+    pub fn pending_topics(&self) -> &BTreeMap<TopicId, Arc<PendingTopic>> {
+        &self.pending
+    }
+
+    /// Whether a topic — created or pending — has this name or this id.
+    pub fn topic_taken(&self, name: &str, id: TopicId) -> bool {
+        self.topic_names.contains_key(name)
+            || self.pending_names.contains_key(name)
+            || self.topics.contains_key(&id)
+            || self.pending.contains_key(&id)
     }
 
     /// Every partition, in (topic id, index) order.
@@ -249,7 +278,12 @@ impl ClusterImage {
                 Ok(())
             }
             Record::Topic(r) => self.add_topic(r),
+            Record::PendingTopic(r) => self.add_pending_topic(r),
             Record::RemoveTopic(r) => {
+                if let Some(pending) = self.pending.remove(&r.id) {
+                    self.pending_names.remove(&pending.topic.name);
+                    return Ok(());
+                }
                 let topic = self
                     .topics
                     .remove(&r.id)
@@ -322,23 +356,78 @@ impl ClusterImage {
     }
 
     fn add_topic(&mut self, r: &TopicRecord) -> Result<(), ReplayError> {
-        if self.topics.contains_key(&r.id) || self.topic_names.contains_key(&r.name) {
+        if self.topic_taken(&r.name, r.id) {
             return Err(ReplayError::DuplicateTopic(r.name.clone()));
         }
         self.topic_names.insert(r.name.clone(), r.id);
         self.topics.insert(
             r.id,
-            TopicImage {
+            Arc::new(TopicImage {
                 id: r.id,
                 name: r.name.clone(),
                 configs: BTreeMap::new(),
                 partitions: BTreeMap::new(),
-            },
+            }),
         );
         Ok(())
     }
 
+    fn add_pending_topic(&mut self, r: &PendingTopicRecord) -> Result<(), ReplayError> {
+        if self.topic_taken(&r.name, r.id) {
+            return Err(ReplayError::DuplicateTopic(r.name.clone()));
+        }
+        if r.partitions == 0 {
+            return Err(ReplayError::Invariant {
+                partition: TopicPartition::new(r.id, 0),
+                violation: "a pending topic needs partitions".to_string(),
+            });
+        }
+        self.pending_names.insert(r.name.clone(), r.id);
+        self.pending.insert(
+            r.id,
+            Arc::new(PendingTopic {
+                topic: TopicImage {
+                    id: r.id,
+                    name: r.name.clone(),
+                    configs: BTreeMap::new(),
+                    partitions: BTreeMap::new(),
+                },
+                partitions: r.partitions,
+            }),
+        );
+        Ok(())
+    }
+
+    /// A partition of a pending topic: checked as any new partition; the last one makes the
+    /// topic visible.
+    fn add_pending_partition(&mut self, r: &PartitionRecord) -> Result<(), ReplayError> {
+        let tp = r.partition;
+        let pending = self.pending.get(&tp.topic).expect("caller checked");
+        if pending.topic.partitions.contains_key(&tp.partition)
+            || tp.partition >= pending.partitions
+        {
+            return Err(ReplayError::DuplicatePartition(tp));
+        }
+        check_new_partition(&pending.topic, tp, &r.state, &self.cluster_configs)?;
+        let pending = Arc::make_mut(self.pending.get_mut(&tp.topic).expect("caller checked"));
+        pending
+            .topic
+            .partitions
+            .insert(tp.partition, r.state.clone());
+        if pending.topic.partitions.len() == pending.partitions as usize {
+            let done = self.pending.remove(&tp.topic).expect("present");
+            let done = Arc::unwrap_or_clone(done).topic;
+            self.pending_names.remove(&done.name);
+            self.topic_names.insert(done.name.clone(), done.id);
+            self.topics.insert(done.id, Arc::new(done));
+        }
+        Ok(())
+    }
+
     fn add_partition(&mut self, r: &PartitionRecord) -> Result<(), ReplayError> {
+        if self.pending.contains_key(&r.partition.topic) {
+            return self.add_pending_partition(r);
+        }
         let topic = self
             .topics
             .get(&r.partition.topic)
@@ -359,20 +448,7 @@ impl ClusterImage {
             .topics
             .get(&tp.topic)
             .ok_or(ReplayError::UnknownTopic(tp.topic))?;
-        let rf = if topic.partitions.is_empty() || tp.partition == 0 {
-            next.replication_factor()
-        } else {
-            topic.replication_factor()
-        };
-        let min_isr = config::effective_min_isr(
-            config::configured_min_isr(&topic.configs, &self.cluster_configs),
-            rf,
-        );
-        next.check_invariants(min_isr)
-            .map_err(|violation| ReplayError::Invariant {
-                partition: tp,
-                violation,
-            })?;
+        check_new_partition(topic, tp, &next, &self.cluster_configs)?;
         if let Some(current) = self.partition(tp) {
             if next.leader_epoch < current.leader_epoch
                 || next.partition_epoch <= current.partition_epoch
@@ -383,7 +459,7 @@ impl ClusterImage {
                 });
             }
         }
-        let topic = self.topics.get_mut(&tp.topic).expect("checked above");
+        let topic = Arc::make_mut(self.topics.get_mut(&tp.topic).expect("checked above"));
         topic.partitions.insert(tp.partition, next);
         Ok(())
     }
@@ -391,17 +467,21 @@ impl ClusterImage {
     fn apply_config(&mut self, r: &ConfigRecord) -> Result<(), ReplayError> {
         let configs = match &r.resource {
             ConfigResource::Cluster => &mut self.cluster_configs,
-            ConfigResource::Topic(name) => {
-                let id = self
-                    .topic_names
-                    .get(name)
-                    .ok_or_else(|| ReplayError::UnknownTopicName(name.clone()))?;
-                &mut self
-                    .topics
-                    .get_mut(id)
-                    .expect("name index is in sync")
-                    .configs
-            }
+            ConfigResource::Topic(name) => match self.pending_names.get(name) {
+                Some(id) => {
+                    &mut Arc::make_mut(self.pending.get_mut(id).expect("name index is in sync"))
+                        .topic
+                        .configs
+                }
+                None => {
+                    let id = self
+                        .topic_names
+                        .get(name)
+                        .ok_or_else(|| ReplayError::UnknownTopicName(name.clone()))?;
+                    &mut Arc::make_mut(self.topics.get_mut(id).expect("name index is in sync"))
+                        .configs
+                }
+            },
         };
         match &r.value {
             Some(value) => configs.insert(r.name.clone(), value.clone()),
@@ -498,11 +578,22 @@ impl ClusterImage {
                 ));
             }
         }
-        for t in self.topics.values() {
-            records.push(Record::Topic(TopicRecord {
-                name: t.name.clone(),
-                id: t.id,
-            }));
+        let pending = self
+            .pending
+            .values()
+            .map(|p| (&p.topic, Some(p.partitions)));
+        for (t, pending) in self.topics.values().map(|t| (&**t, None)).chain(pending) {
+            records.push(match pending {
+                None => Record::Topic(TopicRecord {
+                    name: t.name.clone(),
+                    id: t.id,
+                }),
+                Some(partitions) => Record::PendingTopic(PendingTopicRecord {
+                    name: t.name.clone(),
+                    id: t.id,
+                    partitions,
+                }),
+            });
             for (name, value) in &t.configs {
                 records.push(Record::Config(ConfigRecord {
                     resource: ConfigResource::Topic(t.name.clone()),
@@ -528,4 +619,27 @@ impl ClusterImage {
         }
         records
     }
+}
+/// The invariants of a new or changed partition `tp` of `topic` (its min ISR from the topic's
+/// configs and replication factor).
+fn check_new_partition(
+    topic: &TopicImage,
+    tp: TopicPartition,
+    next: &PartitionState,
+    cluster_configs: &BTreeMap<String, String>,
+) -> Result<(), ReplayError> {
+    let rf = if topic.partitions.is_empty() || tp.partition == 0 {
+        next.replication_factor()
+    } else {
+        topic.replication_factor()
+    };
+    let min_isr = config::effective_min_isr(
+        config::configured_min_isr(&topic.configs, cluster_configs),
+        rf,
+    );
+    next.check_invariants(min_isr)
+        .map_err(|violation| ReplayError::Invariant {
+            partition: tp,
+            violation,
+        })
 }

@@ -133,6 +133,11 @@ pub mod recovery;
 pub mod types;
 
 pub use controller::{
+    too_many_partitions, topic_batch_partitions, EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS,
+    MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
+    MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
+};
+pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
     LostReplica, LostReplicaReason, Output, ProducerIdBlock, RegisterBrokerRequest,

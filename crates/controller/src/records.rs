@@ -32,6 +32,10 @@ pub enum Record {
     UnregisterBroker(UnregisterBrokerRecord),
     /// A topic was created.
     Topic(TopicRecord),
+    /// Keel's: a topic too large for one batch of records was started; it stays invisible
+    /// (pending) until all its partitions are replayed, then becomes a topic as if by
+    /// [`Record::Topic`].
+    PendingTopic(PendingTopicRecord),
     /// A topic was deleted, with its partitions and configs.
     RemoveTopic(RemoveTopicRecord),
     /// A partition was created (or, in a snapshot, its whole state).
@@ -117,6 +121,21 @@ pub struct TopicRecord {
     pub name: String,
     /// The topic id.
     pub id: TopicId,
+}
+
+/// A topic created in several batches of records (Keel's; Kafka writes one topic in one atomic
+/// batch and so caps a request at 10,000 partitions). Its configs and partition records follow
+/// in later batches; while fewer than `partitions` are replayed the topic is pending: no reader
+/// of the image sees it (brokers host nothing, Metadata lists nothing), only its name and id are
+/// taken. A `RemoveTopic` of its id drops it (the roll-back of an abandoned creation).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTopicRecord {
+    /// The topic name.
+    pub name: String,
+    /// The topic id.
+    pub id: TopicId,
+    /// How many partitions complete it.
+    pub partitions: u32,
 }
 
 /// Kafka's `RemoveTopicRecord`: the topic, its partitions and its configs are gone; brokers

@@ -29,6 +29,9 @@ use keel_wire::kafka_protocol::messages::{
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
+/// How long a CreateTopics may take (the request's `timeout_ms`).
+const CREATE_TIMEOUT_MS: i32 = 300_000;
+
 /// Kafka's TOPIC_ALREADY_EXISTS error code.
 const TOPIC_ALREADY_EXISTS: i16 = 36;
 
@@ -74,6 +77,11 @@ pub struct BenchArgs {
     /// needs the high watermark past it, i.e. `min.insync.replicas` replicas for any `--acks`).
     #[arg(long, value_name = "RECORDS")]
     end_to_end: Option<u64>,
+    /// Produce nothing: time the creation of a new topic of `--partitions` partitions (one
+    /// CreateTopics request, answered once the answering broker has the topic in its
+    /// metadata), then until the broker's metadata names a leader for every partition.
+    #[arg(long, conflicts_with_all = ["consume_only", "end_to_end"])]
+    create_only: bool,
 }
 
 fn parse_acks(text: &str) -> anyhow::Result<i16> {
@@ -114,6 +122,9 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot connect to {}", args.bootstrap))?;
     if args.consume_only {
         return catch_up(&mut admin, &topic, args.consumers.max(1), args.record_bytes).await;
+    }
+    if args.create_only {
+        return time_creation(&mut admin, &topic, args.partitions, args.replication_factor).await;
     }
     create_topic(&mut admin, &topic, args.partitions, args.replication_factor).await?;
     let leaders = wait_for_leaders(&mut admin, &topic).await?;
@@ -232,7 +243,7 @@ async fn create_topic(
 ) -> anyhow::Result<()> {
     let version = admin.version(ApiKey::CreateTopics, 2, 7)?;
     let request = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
+        .with_timeout_ms(CREATE_TIMEOUT_MS)
         .with_topics(vec![CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_num_partitions(partitions)
@@ -252,19 +263,55 @@ async fn create_topic(
     Ok(())
 }
 
-/// Where every partition of `topic` is led, once each one has a leader (30 s at most).
+/// `--create-only`: creates `topic` (which must be new) and prints how long the CreateTopics
+/// answer took and how long until every partition had a leader in the broker's metadata, with
+/// both per 10,000 partitions.
+async fn time_creation(
+    admin: &mut Connection<BoxStream>,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> anyhow::Result<()> {
+    let (existing, _) = leaders_now(admin, topic).await?;
+    if existing > 0 {
+        bail!("--create-only needs a new topic; {topic} exists");
+    }
+    let started = Instant::now();
+    create_topic(admin, topic, partitions, replication_factor).await?;
+    let answered = started.elapsed();
+    let leaders = wait_for_leaders(admin, topic).await?;
+    let led = started.elapsed();
+    let per_10k = |d: Duration| d.as_secs_f64() * 10_000.0 / f64::from(partitions.max(1));
+    println!(
+        "create topic {topic}: {partitions} partitions x {replication_factor} replicas: answered in {:.2} s ({:.3} s per 10,000 partitions), every partition led after {:.2} s ({:.3} s per 10,000)",
+        answered.as_secs_f64(),
+        per_10k(answered),
+        led.as_secs_f64(),
+        per_10k(led),
+    );
+    if leaders.len() != usize::try_from(partitions)? {
+        bail!("{} of {partitions} partitions led", leaders.len());
+    }
+    Ok(())
+}
+
+/// How long a new topic's partitions may take to get leaders.
+const LEADERS_WAIT: Duration = Duration::from_secs(300);
+
+/// Where every partition of `topic` is led, once each one has a leader ([`LEADERS_WAIT`] at
+/// most).
 async fn wait_for_leaders(
     admin: &mut Connection<BoxStream>,
     topic: &str,
 ) -> anyhow::Result<Leaders> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + LEADERS_WAIT;
     loop {
         let (count, leaders) = leaders_now(admin, topic).await?;
         if count > 0 && leaders.len() == count {
             return Ok(leaders);
         }
         if Instant::now() > deadline {
-            bail!("partitions of {topic} have no leader after 30 s");
+            bail!("partitions of {topic} have no leader after {LEADERS_WAIT:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

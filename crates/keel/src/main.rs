@@ -625,35 +625,73 @@ fn dev(
             config.metrics_endpoint = None;
             Ok(config)
         };
-        // Bind every controller listener first: the voters' addresses are the bound ports.
-        let mut bound = Vec::new();
+        // Every controller runs on a runtime of its own (as it would in its own process), so
+        // the brokers' work on this one cannot delay the quorum's heartbeats. Each binds its
+        // listener there first: the voters' addresses are the bound ports.
+        let controller_stop = CancellationToken::new();
+        let mut starting = Vec::new();
         for id in &controller_ids {
             let config = controller_props(*id, None)?;
-            bound.push((*id, keel_node::controller_server::bind_tcp(&config).await?));
+            let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+            let (voters_tx, voters_rx) = tokio::sync::oneshot::channel::<
+                keel_node::controller_server::ControllerServerConfig,
+            >();
+            let (ready, started) = tokio::sync::oneshot::channel();
+            let stop = controller_stop.clone();
+            let task = keel_node::runtime::spawn_controller_runtime(
+                &format!("keel-controller-{id}"),
+                async move {
+                    let (listener, endpoint) =
+                        keel_node::controller_server::bind_tcp(&config).await?;
+                    let _ = bound_tx.send(endpoint.port);
+                    let Ok(config) = voters_rx.await else {
+                        return Ok(());
+                    };
+                    keel_node::controller_server::serve(
+                        config,
+                        keel_node::controller_server::MetadataDir::Own,
+                        Arc::new(OsStorage::new()),
+                        Arc::new(SystemClock),
+                        Arc::new(TcpNetwork),
+                        listener,
+                        endpoint,
+                        stop,
+                        move || {
+                            let _ = ready.send(());
+                        },
+                    )
+                    .await
+                },
+            );
+            starting.push((*id, task, bound_rx, voters_tx, started));
         }
-        let voters = bound
+        let mut ports = Vec::new();
+        let mut controller_tasks = Vec::new();
+        let mut waiting = Vec::new();
+        for (id, task, bound_rx, voters_tx, started) in starting {
+            match bound_rx.await {
+                Ok(port) => ports.push((id, port)),
+                Err(_) => {
+                    controller_stop.cancel();
+                    return match task.await {
+                        Ok(Err(e)) => Err(anyhow::Error::new(e)
+                            .context(format!("dev controller {id} could not start"))),
+                        Ok(Ok(())) => Err(anyhow::anyhow!(
+                            "dev controller {id} stopped before serving"
+                        )),
+                        Err(e) => Err(e.into()),
+                    };
+                }
+            }
+            waiting.push((id, task, voters_tx, started));
+        }
+        let voters = ports
             .iter()
-            .map(|(id, (_, endpoint))| format!("{id}@127.0.0.1:{}", endpoint.port))
+            .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
             .collect::<Vec<_>>()
             .join(",");
-        let controller_stop = CancellationToken::new();
-        let mut controller_tasks = Vec::new();
-        for (id, (listener, endpoint)) in bound {
-            let config = controller_props(id, Some(&voters))?;
-            let (ready, started) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(keel_node::controller_server::serve(
-                config,
-                keel_node::controller_server::MetadataDir::Own,
-                Arc::new(OsStorage::new()),
-                Arc::new(SystemClock),
-                Arc::new(TcpNetwork),
-                listener,
-                endpoint,
-                controller_stop.clone(),
-                move || {
-                    let _ = ready.send(());
-                },
-            ));
+        for (id, task, voters_tx, started) in waiting {
+            let _ = voters_tx.send(controller_props(id, Some(&voters))?);
             if started.await.is_err() {
                 // It stopped before serving: report why instead of starting brokers that
                 // would wait for it forever.

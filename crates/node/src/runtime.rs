@@ -270,23 +270,22 @@ async fn start_local_controller(
                 storage,
                 clock,
                 network,
-                listener,
-                endpoint,
+                async move { Ok((listener, endpoint)) },
                 stop,
             )
             .await?
         }
         LocalController::Combined(config) => {
-            let (listener, endpoint) = controller_server::bind_tcp(config).await?;
             let dir = dir_for(config);
+            let bind_config = config.clone();
             spawn_controller(
                 config.clone(),
                 dir,
                 storage,
                 clock,
                 network,
-                listener,
-                endpoint,
+                // Bound on the controller's own runtime, whose reactor serves the socket.
+                async move { controller_server::bind_tcp(&bind_config).await },
                 stop,
             )
             .await?
@@ -295,22 +294,89 @@ async fn start_local_controller(
     Ok(Some(task))
 }
 
-/// Starts the controller role as a task; returns once it is serving, or with the error that
+/// Worker threads of a controller's own runtime: two, so the Raft core and the controller task
+/// never wait for each other's longest step.
+pub const CONTROLLER_WORKER_THREADS: usize = 2;
+
+/// Runs a controller's task on a runtime of its own ([`CONTROLLER_WORKER_THREADS`] worker
+/// threads named `name`, its own timers, sockets and blocking pool) when the caller's runtime
+/// is multi-threaded, so the quorum's heartbeats and the controller's lease never wait behind a
+/// co-located broker's work — a worker blocked in a synchronous append or on a lock held while
+/// logs are created. The handle finishes with the task. On a current-thread runtime (the
+/// simulator's, which must stay deterministic) the task is spawned on the caller's runtime.
+///
+/// The task must create its sockets itself (they belong to the runtime that first polls them).
+pub fn spawn_controller_runtime<F, T>(
+    name: &str,
+    task: F,
+) -> tokio::task::JoinHandle<Result<T, controller_server::ControllerServerError>>
+where
+    F: std::future::Future<Output = Result<T, controller_server::ControllerServerError>>
+        + Send
+        + 'static,
+    T: Send + 'static,
+{
+    if tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread
+    {
+        return tokio::spawn(task);
+    }
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let thread_name = name.to_string();
+    let spawned = std::thread::Builder::new()
+        .name(thread_name.clone())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(CONTROLLER_WORKER_THREADS)
+                .thread_name(thread_name)
+                .enable_all()
+                .build();
+            let result = match runtime {
+                Ok(runtime) => runtime.block_on(task),
+                Err(e) => Err(controller_server::ControllerServerError::Task(format!(
+                    "cannot build the controller's runtime: {e}"
+                ))),
+            };
+            let _ = done_tx.send(result);
+        });
+    tokio::spawn(async move {
+        if let Err(e) = spawned {
+            return Err(controller_server::ControllerServerError::Task(format!(
+                "cannot start the controller's thread: {e}"
+            )));
+        }
+        done_rx.await.unwrap_or_else(|_| {
+            Err(controller_server::ControllerServerError::Task(
+                "the controller's runtime stopped without an answer".to_string(),
+            ))
+        })
+    })
+}
+
+/// Starts the controller role as a task (on its own runtime, [`spawn_controller_runtime`]),
+/// listening on what `bind` returns; returns once it is serving, or with the error that
 /// kept it from starting (a broker waiting for a controller that never started would retry its
 /// registration forever).
 #[allow(clippy::too_many_arguments)]
-async fn spawn_controller<L: crate::net::Listener>(
+async fn spawn_controller<L, B>(
     config: ControllerServerConfig,
     dir: MetadataDir,
     storage: Arc<dyn Storage>,
     clock: Arc<dyn Clock>,
     network: Arc<dyn Network>,
-    listener: L,
-    endpoint: Listener,
+    bind: B,
     stop: CancellationToken,
-) -> anyhow::Result<tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>>> {
+) -> anyhow::Result<tokio::task::JoinHandle<Result<(), controller_server::ControllerServerError>>>
+where
+    L: crate::net::Listener,
+    B: std::future::Future<
+            Output = Result<(L, Listener), controller_server::ControllerServerError>,
+        > + Send
+        + 'static,
+{
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
-    let task = tokio::spawn(async move {
+    let task = spawn_controller_runtime("keel-controller", async move {
+        let (listener, endpoint) = bind.await?;
         controller_server::serve(
             config,
             dir,

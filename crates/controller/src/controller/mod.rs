@@ -22,7 +22,12 @@ pub use membership::{
     HeartbeatRequest, HeartbeatResponse, LostReplica, LostReplicaReason, RegisterBrokerRequest,
     RegisterBrokerResponse, LOST_REPLICAS_PER_HEARTBEAT_MAX,
 };
-pub use partitions::{ConfigChange, CreatePartitionsRequest, CreateTopicRequest};
+pub use partitions::{
+    too_many_partitions, topic_batch_partitions, ConfigChange, CreatePartitionsRequest,
+    CreateTopicRequest, EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS,
+    MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
+    MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
+};
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;

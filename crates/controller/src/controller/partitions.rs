@@ -24,12 +24,66 @@ use crate::image::ClusterImage;
 use crate::partition::PartitionState;
 use crate::partition_change::{Election, ProposedChange};
 use crate::records::{
-    ClearElrRecord, ConfigRecord, ConfigResource, FeatureLevelRecord, PartitionRecord, Record,
-    RemoveTopicRecord, TopicRecord,
+    ClearElrRecord, ConfigRecord, ConfigResource, FeatureLevelRecord, PartitionRecord,
+    PendingTopicRecord, Record, RemoveTopicRecord, TopicRecord,
 };
 use crate::types::{BrokerId, TopicId, TopicPartition};
 
 use super::{Batch, Controller, Output};
+
+/// Records one operation writes in one Raft entry at most (Keel's bound: Kafka's
+/// `QuorumController.MAX_RECORDS_PER_BATCH` is 10,000 binary records of ~50 bytes; Keel's JSON
+/// records are ~350 bytes, so 1,000 of them, ~350 KB, replicate well within the AppendEntries
+/// timeout of a tenth of the election timeout). A topic that needs more is written in several
+/// batches and stays invisible until complete ([`Record::PendingTopic`]).
+pub const MAX_RECORDS_PER_BATCH: usize = 1_000;
+
+/// New partitions one CreateTopics request may create, all topics together, and so the most
+/// partitions one topic may have (Keel's). Kafka 4.x refuses more than 10,000 partitions per
+/// request (`ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`) because it writes a request as
+/// one atomic batch; Keel writes a large topic in batches of [`MAX_RECORDS_PER_BATCH`] records.
+pub const MAX_PARTITIONS_PER_REQUEST: u32 = 1_000_000;
+
+/// Replicas (partitions × replication factor) one CreateTopics or CreatePartitions request may
+/// create, all topics together (Keel's).
+pub const MAX_REPLICAS_PER_REQUEST: u64 = 3_000_000;
+
+/// New partitions one CreatePartitions request may add to a topic, as in Kafka (KAFKA-19673:
+/// 10,000, its batch limit). They are written as one entry (an increase is atomic), ~3.5 MB.
+pub const MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS: u32 = 10_000;
+
+/// Records one user operation that is not written in batches may generate (Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`): the config changes of one
+/// IncrementalAlterConfigs request, all resources together.
+pub const MAX_RECORDS_PER_USER_OP: usize = 10_000;
+
+/// Kafka's message for an operation over [`MAX_RECORDS_PER_USER_OP`] (`PolicyViolationException`).
+pub const EXCESSIVE_BATCH: &str = "Unable to perform excessively large batch operation.";
+
+/// Kafka's message for a request over its partition limit (`PolicyViolationException`).
+pub const EXCESSIVE_PARTITIONS: &str = "Excessively large number of partitions per request.";
+
+/// `INVALID_PARTITIONS` for a partition count no topic may have.
+pub fn too_many_partitions(topic: &str, count: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidPartitions,
+        format!(
+            "The topic {topic} cannot have {count} partitions: a topic has at most {MAX_PARTITIONS_PER_REQUEST}."
+        ),
+    )
+}
+
+/// How many partitions the batch of a topic's creation that starts at partition `first` holds:
+/// the first batch also carries the topic record and its `configs` config records.
+pub fn topic_batch_partitions(first: u32, total: u32, configs: usize) -> u32 {
+    let budget = if first == 0 {
+        MAX_RECORDS_PER_BATCH.saturating_sub(1 + configs)
+    } else {
+        MAX_RECORDS_PER_BATCH
+    };
+    let budget = u32::try_from(budget).unwrap_or(u32::MAX).max(1);
+    total.saturating_sub(first).min(budget)
+}
 
 /// One change of an IncrementalAlterConfigs resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,33 +155,23 @@ impl Controller {
             .collect())
     }
 
-    /// Creates a topic.
+    /// Creates a topic whose records fit in one batch (see [`Controller::create_topic_batch`]
+    /// for larger ones).
     pub fn create_topic(
         &mut self,
         req: &CreateTopicRequest,
         now_ms: u64,
     ) -> Output<Result<(), ApiError>> {
-        self.advance(now_ms);
-        let mut batch = Batch::new(&self.image);
-        let result = self.create_topic_into(&mut batch, req);
-        if result.is_err() {
-            batch = Batch::new(&self.image);
-        }
-        batch.finish(result)
+        let total = u32::try_from(req.assignment.len()).unwrap_or(u32::MAX);
+        self.create_topic_batch(req, 0, total, now_ms)
     }
 
     /// Checks a topic creation as [`Controller::create_topic`] would, without generating
-    /// anything (CreateTopics with `validate_only`).
+    /// anything (CreateTopics with `validate_only`, and the check before the first batch of a
+    /// large topic): name and id free, partitions, configs, every partition's replicas. Its
+    /// cost is one pass over the assignment; it builds no record.
     pub fn validate_create_topic(&self, req: &CreateTopicRequest) -> Result<(), ApiError> {
-        self.create_topic_into(&mut Batch::new(&self.image), req)
-    }
-
-    fn create_topic_into(
-        &self,
-        batch: &mut Batch,
-        req: &CreateTopicRequest,
-    ) -> Result<(), ApiError> {
-        if self.image.topic_id(&req.name).is_some() || self.image.topic(req.id).is_some() {
+        if self.image.topic_taken(&req.name, req.id) {
             return Err(ApiError::new(
                 ErrorCode::TopicAlreadyExists,
                 format!("topic {:?} already exists", req.name),
@@ -136,33 +180,152 @@ impl Controller {
         if req.assignment.is_empty() {
             return Err(ApiError::new(ErrorCode::InvalidPartitions, "no partitions"));
         }
+        if req.assignment.len() > MAX_PARTITIONS_PER_REQUEST as usize {
+            return Err(too_many_partitions(&req.name, req.assignment.len()));
+        }
+        if req.configs.len() + 2 > MAX_RECORDS_PER_BATCH {
+            return Err(ApiError::new(
+                ErrorCode::PolicyViolation,
+                format!(
+                    "{} configs for topic {:?}: at most {}",
+                    req.configs.len(),
+                    req.name,
+                    MAX_RECORDS_PER_BATCH - 2
+                ),
+            ));
+        }
         for (name, value) in &req.configs {
             config::validate(name, Some(value))?;
         }
-        let partitions = req
-            .assignment
-            .iter()
-            .enumerate()
-            .map(|(index, replicas)| new_partition(&self.image, index, replicas))
-            .collect::<Result<Vec<_>, _>>()?;
-        batch.push(Record::Topic(TopicRecord {
-            name: req.name.clone(),
-            id: req.id,
-        }));
-        for (name, value) in &req.configs {
-            batch.push(Record::Config(ConfigRecord {
-                resource: ConfigResource::Topic(req.name.clone()),
-                name: name.clone(),
-                value: Some(value.clone()),
-            }));
+        let live = self.image.live_brokers();
+        for (index, replicas) in req.assignment.iter().enumerate() {
+            check_replicas(&self.image, &live, index, replicas)?;
         }
-        for (index, state) in partitions.into_iter().enumerate() {
+        Ok(())
+    }
+
+    /// One batch of a topic's creation: the partitions `first..first + req.assignment.len()`
+    /// of a topic of `total` partitions (`req.assignment` holds just their replicas). A topic
+    /// whose records fit in one batch (`first == 0`, all partitions) is a `Topic` record, its
+    /// configs and its partitions, as in Kafka. A larger one starts with a `PendingTopic`
+    /// record and its configs, and is invisible until its last partition's batch; each later
+    /// batch checks that the topic is still pending with exactly `first` partitions (a batch
+    /// after a failover or a deletion fails instead of adding to another topic). The caller
+    /// commits each batch before generating the next, and removes the pending topic
+    /// ([`Controller::abandon_pending_topics`]) if it gives up.
+    pub fn create_topic_batch(
+        &mut self,
+        req: &CreateTopicRequest,
+        first: u32,
+        total: u32,
+        now_ms: u64,
+    ) -> Output<Result<(), ApiError>> {
+        self.advance(now_ms);
+        let mut batch = Batch::new(&self.image);
+        let result = self.create_topic_batch_into(&mut batch, req, first, total);
+        if result.is_err() {
+            batch = Batch::new(&self.image);
+        }
+        batch.finish(result)
+    }
+
+    fn create_topic_batch_into(
+        &self,
+        batch: &mut Batch,
+        req: &CreateTopicRequest,
+        first: u32,
+        total: u32,
+    ) -> Result<(), ApiError> {
+        let count = u32::try_from(req.assignment.len()).unwrap_or(u32::MAX);
+        if count == 0 || u64::from(first) + u64::from(count) > u64::from(total) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidPartitions,
+                format!("partitions {first}..{first}+{count} of a topic of {total}"),
+            ));
+        }
+        if first == 0 {
+            // The name and the configs; every partition's replicas are checked below.
+            self.validate_create_topic(&CreateTopicRequest {
+                name: req.name.clone(),
+                id: req.id,
+                assignment: vec![req.assignment[0].clone()],
+                configs: req.configs.clone(),
+            })?;
+            if total > MAX_PARTITIONS_PER_REQUEST {
+                return Err(too_many_partitions(&req.name, total));
+            }
+            if count == total {
+                batch.push(Record::Topic(TopicRecord {
+                    name: req.name.clone(),
+                    id: req.id,
+                }));
+            } else {
+                batch.push(Record::PendingTopic(PendingTopicRecord {
+                    name: req.name.clone(),
+                    id: req.id,
+                    partitions: total,
+                }));
+            }
+            for (name, value) in &req.configs {
+                batch.push(Record::Config(ConfigRecord {
+                    resource: ConfigResource::Topic(req.name.clone()),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                }));
+            }
+        } else {
+            let pending = batch.scratch.pending_topics().get(&req.id);
+            let in_step = pending.is_some_and(|p| {
+                p.topic.name == req.name
+                    && p.partitions == total
+                    && p.topic.partitions.len() == first as usize
+            });
+            if !in_step {
+                return Err(ApiError::new(
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!(
+                        "topic {:?} is no longer being created (deleted, or the controller changed)",
+                        req.name
+                    ),
+                ));
+            }
+        }
+        let live = batch.scratch.live_brokers();
+        let mut states = Vec::with_capacity(req.assignment.len());
+        for (offset, replicas) in req.assignment.iter().enumerate() {
+            let index = first as usize + offset;
+            states.push(new_partition(&batch.scratch, &live, index, replicas)?);
+        }
+        for (offset, state) in states.into_iter().enumerate() {
             batch.push(Record::Partition(PartitionRecord {
-                partition: TopicPartition::new(req.id, index as u32),
+                partition: TopicPartition::new(req.id, first + offset as u32),
                 state,
             }));
         }
         Ok(())
+    }
+
+    /// Removes every pending topic (a creation in several batches that did not finish) except
+    /// those in `creating`: what a new active controller does first (the creations of the
+    /// previous one are over), and what the shell does when it gives one up.
+    pub fn abandon_pending_topics(
+        &mut self,
+        creating: &BTreeSet<TopicId>,
+        now_ms: u64,
+    ) -> Output<Vec<String>> {
+        self.advance(now_ms);
+        let mut batch = Batch::new(&self.image);
+        let abandoned: Vec<(TopicId, String)> = self
+            .image
+            .pending_topics()
+            .iter()
+            .filter(|(id, _)| !creating.contains(id))
+            .map(|(id, p)| (*id, p.topic.name.clone()))
+            .collect();
+        for (id, _) in &abandoned {
+            batch.push(Record::RemoveTopic(RemoveTopicRecord { id: *id }));
+        }
+        batch.finish(abandoned.into_iter().map(|(_, name)| name).collect())
     }
 
     /// Deletes a topic: one `RemoveTopic` record (Kafka's `ReplicationControlManager.deleteTopic`).
@@ -234,7 +397,19 @@ impl Controller {
                 format!("Topic already has {current} partition(s)."),
             ));
         }
+        if req.count > MAX_PARTITIONS_PER_REQUEST {
+            return Err(too_many_partitions(&topic.name, req.count));
+        }
         let added = req.count - current;
+        if added > MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS {
+            return Err(ApiError::new(
+                ErrorCode::PolicyViolation,
+                format!(
+                    "{EXCESSIVE_PARTITIONS} Adding {added} partitions to {}; at most {MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS} in one request.",
+                    topic.name
+                ),
+            ));
+        }
         let rf = topic.replication_factor();
         let assignment = match &req.assignment {
             Some(assignment) => {
@@ -260,11 +435,12 @@ impl Controller {
             }
             None => self.assign_replicas_from(current, added, rf)?,
         };
+        let live = self.image.live_brokers();
         let partitions = assignment
             .iter()
             .enumerate()
             .map(|(offset, replicas)| {
-                new_partition(&self.image, current as usize + offset, replicas)
+                new_partition(&self.image, &live, current as usize + offset, replicas)
             })
             .collect::<Result<Vec<_>, _>>()?;
         for (offset, state) in partitions.into_iter().enumerate() {
@@ -437,29 +613,60 @@ impl Controller {
     }
 }
 
-/// A new partition of `replicas`: ISR = its live replicas, leader = the first live one (Kafka's
-/// `ReplicationControlManager.createTopic`); each replica on its broker's first log directory.
-fn new_partition(
+/// Checks the replicas of new partition `index` without building anything: not empty,
+/// distinct, registered brokers, at least one of them `live`.
+fn check_replicas(
     image: &ClusterImage,
+    live: &BTreeSet<BrokerId>,
     index: usize,
     replicas: &[BrokerId],
-) -> Result<PartitionState, ApiError> {
-    let distinct: BTreeSet<BrokerId> = replicas.iter().copied().collect();
-    let known = replicas.iter().all(|r| image.broker(*r).is_some());
-    if replicas.is_empty() || distinct.len() != replicas.len() || !known {
+) -> Result<(), ApiError> {
+    // More replicas than registered brokers cannot be distinct brokers: refused before any
+    // work in proportion to the list.
+    let bad = replicas.is_empty()
+        || replicas.len() > image.brokers().len()
+        || !replicas.iter().all(|r| image.broker(*r).is_some())
+        || replicas.iter().collect::<BTreeSet<_>>().len() != replicas.len();
+    if bad {
         return Err(ApiError::new(
             ErrorCode::InvalidReplicaAssignment,
-            format!("partition {index}: bad replicas {replicas:?}"),
+            format!(
+                "partition {index}: bad replicas {:?}",
+                &replicas[..replicas.len().min(MAX_REPLICAS_SHOWN)]
+            ),
         ));
     }
-    let live = image.live_brokers();
-    let isr: BTreeSet<BrokerId> = distinct.intersection(&live).copied().collect();
-    let Some(leader) = replicas.iter().copied().find(|r| isr.contains(r)) else {
+    if !replicas.iter().any(|r| live.contains(r)) {
         return Err(ApiError::new(
             ErrorCode::InvalidReplicationFactor,
             format!("partition {index}: no live replica among {replicas:?}"),
         ));
-    };
+    }
+    Ok(())
+}
+
+/// Replica ids an error message lists at most.
+const MAX_REPLICAS_SHOWN: usize = 16;
+
+/// A new partition of `replicas`: ISR = its live replicas, leader = the first live one (Kafka's
+/// `ReplicationControlManager.createTopic`); each replica on its broker's first log directory.
+fn new_partition(
+    image: &ClusterImage,
+    live: &BTreeSet<BrokerId>,
+    index: usize,
+    replicas: &[BrokerId],
+) -> Result<PartitionState, ApiError> {
+    check_replicas(image, live, index, replicas)?;
+    let isr: BTreeSet<BrokerId> = replicas
+        .iter()
+        .copied()
+        .filter(|r| live.contains(r))
+        .collect();
+    let leader = replicas
+        .iter()
+        .copied()
+        .find(|r| isr.contains(r))
+        .expect("check_replicas found a live replica");
     let directories = replicas
         .iter()
         .map(|r| image.broker(*r).and_then(|b| b.log_dirs.first().copied()))

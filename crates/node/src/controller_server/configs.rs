@@ -108,6 +108,21 @@ pub(super) async fn incremental_alter(
             parse(r)
         })
         .collect();
+    // Kafka caps the records of one user operation; count the changes before anything runs.
+    let changes: usize = req.resources.iter().map(|r| r.configs.len()).sum();
+    let parsed = if changes > keel_controller::MAX_RECORDS_PER_USER_OP {
+        let error = TopicError {
+            code: ResponseError::PolicyViolation.code(),
+            message: format!(
+                "{} {changes} config changes; at most {} in one request.",
+                keel_controller::EXCESSIVE_BATCH,
+                keel_controller::MAX_RECORDS_PER_USER_OP
+            ),
+        };
+        parsed.into_iter().map(|_| Err(error.clone())).collect()
+    } else {
+        parsed
+    };
     let validate_only = req.validate_only;
     let outcomes = handle
         .call(move |s| {

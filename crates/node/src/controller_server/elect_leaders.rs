@@ -28,6 +28,9 @@ use super::state::{CallError, ControllerHandle};
 /// One answered partition: topic name, index, error code and message.
 type Answer = (String, i32, i16, Option<String>);
 
+/// One partition to elect: topic name, index, the partition and how.
+type Target = (String, i32, TopicPartition, ElectionType);
+
 /// One requested topic: its name and, per partition, the desired leader if one was named
 /// (`Err` = the `DesiredLeaders` field is unusable).
 type Requested = (String, Vec<i32>, Result<Option<Vec<i32>>, &'static str>);
@@ -58,6 +61,17 @@ pub(super) async fn handle(
                 .with_error_code(ResponseError::InvalidRequest.code()))
         }
     };
+    let listed: usize = req
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| t.partitions.len())
+        .sum();
+    if listed > keel_controller::MAX_PARTITIONS_PER_REQUEST as usize {
+        return Ok(
+            ElectLeadersResponse::default().with_error_code(ResponseError::PolicyViolation.code())
+        );
+    }
     let requested: Option<Vec<Requested>> = req.topic_partitions.as_ref().map(|tps| {
         tps.iter()
             .map(|t| {
@@ -74,11 +88,11 @@ pub(super) async fn handle(
             .collect()
     });
     let all = requested.is_none();
-    let answers: Vec<Answer> = handle
+    let (targets, mut answers) = handle
         .call(move |s| {
             let image = s.controller().image();
             let mut answers: Vec<Answer> = Vec::new();
-            let mut targets: Vec<(String, i32, TopicPartition, ElectionType)> = Vec::new();
+            let mut targets: Vec<Target> = Vec::new();
             match requested {
                 None => {
                     for (tp, _) in image.partitions() {
@@ -128,40 +142,36 @@ pub(super) async fn handle(
                     }
                 }
             }
-            let elections: Vec<(TopicPartition, ElectionType)> =
-                targets.iter().map(|(_, _, tp, e)| (*tp, *e)).collect();
-            let results = s.commit(|c, now_ms| c.elect_each(&elections, now_ms))?;
-            for ((name, index, _, this), result) in targets.into_iter().zip(results) {
-                let answer = match result.result {
-                    Err(code @ ErrorCode::InvalidReplicaAssignment) if manual(this).is_some() => {
-                        let b = manual(this).unwrap_or_default();
-                        let m = format!("broker {b} is not a replica of this partition");
-                        (name, index, code.code(), Some(m))
-                    }
-                    Err(code @ ErrorCode::EligibleLeadersNotAvailable)
-                        if manual(this).is_some() =>
-                    {
-                        let b = manual(this).unwrap_or_default();
-                        let m = format!(
-                            "broker {b} is not live (fenced, shutting down or not registered)"
-                        );
-                        (name, index, code.code(), Some(m))
-                    }
-                    Ok(ElectionOutcome::Elected { warning: false, .. }) => (name, index, 0, None),
-                    Ok(ElectionOutcome::Elected { warning: true, .. }) => {
-                        (name, index, 0, Some(UNCLEAN_WARNING.to_string()))
-                    }
-                    Ok(ElectionOutcome::RecoveryStarted) => {
-                        (name, index, 0, Some(RECOVERY_STARTED.to_string()))
-                    }
-                    Err(ErrorCode::ElectionNotNeeded) if all => continue,
-                    Err(code) => (name, index, code.code(), Some(code.name().to_string())),
-                };
-                answers.push(answer);
-            }
-            Ok(answers)
+            Ok((targets, answers))
         })
         .await?;
+    // Elections are independent: run them in batches, each committed before the next, so a
+    // request over every partition of a large cluster never writes one huge entry.
+    let mut targets = targets.into_iter();
+    loop {
+        let chunk: Vec<Target> = targets
+            .by_ref()
+            .take(keel_controller::MAX_RECORDS_PER_BATCH)
+            .collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let answered = handle
+            .call(move |s| {
+                let elections: Vec<(TopicPartition, ElectionType)> =
+                    chunk.iter().map(|(_, _, tp, e)| (*tp, *e)).collect();
+                let results = s.commit(|c, now_ms| c.elect_each(&elections, now_ms))?;
+                Ok(chunk
+                    .into_iter()
+                    .zip(results)
+                    .filter_map(|((name, index, _, this), result)| {
+                        answer_of(name, index, this, result.result, all)
+                    })
+                    .collect::<Vec<Answer>>())
+            })
+            .await?;
+        answers.extend(answered);
+    }
     let mut by_topic: BTreeMap<String, Vec<PartitionResult>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     for (name, index, code, message) in answers {
@@ -187,6 +197,38 @@ pub(super) async fn handle(
     Ok(ElectLeadersResponse::default()
         .with_error_code(0)
         .with_replica_election_results(results))
+}
+
+/// The answer for one election's result (`None`: left out, Kafka's rule for
+/// `ELECTION_NOT_NEEDED` when every partition was asked for).
+fn answer_of(
+    name: String,
+    index: i32,
+    this: ElectionType,
+    result: Result<ElectionOutcome, ErrorCode>,
+    all: bool,
+) -> Option<Answer> {
+    Some(match result {
+        Err(code @ ErrorCode::InvalidReplicaAssignment) if manual(this).is_some() => {
+            let b = manual(this).unwrap_or_default();
+            let m = format!("broker {b} is not a replica of this partition");
+            (name, index, code.code(), Some(m))
+        }
+        Err(code @ ErrorCode::EligibleLeadersNotAvailable) if manual(this).is_some() => {
+            let b = manual(this).unwrap_or_default();
+            let m = format!("broker {b} is not live (fenced, shutting down or not registered)");
+            (name, index, code.code(), Some(m))
+        }
+        Ok(ElectionOutcome::Elected { warning: false, .. }) => (name, index, 0, None),
+        Ok(ElectionOutcome::Elected { warning: true, .. }) => {
+            (name, index, 0, Some(UNCLEAN_WARNING.to_string()))
+        }
+        Ok(ElectionOutcome::RecoveryStarted) => {
+            (name, index, 0, Some(RECOVERY_STARTED.to_string()))
+        }
+        Err(ErrorCode::ElectionNotNeeded) if all => return None,
+        Err(code) => (name, index, code.code(), Some(code.name().to_string())),
+    })
 }
 
 /// The broker a manual election names.

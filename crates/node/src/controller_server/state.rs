@@ -26,7 +26,9 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use keel_controller::recovery::Command;
-use keel_controller::types::{BrokerId, MetadataOffset};
+use std::collections::BTreeSet;
+
+use keel_controller::types::{BrokerId, MetadataOffset, TopicId};
 use keel_controller::{Controller, ControllerConfig, Output, Record, ReplayError};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -105,6 +107,9 @@ struct Active {
     controller: Controller,
     /// The commit of the last entry this controller proposed.
     tail: CommitWait,
+    /// Topics being created in several batches by this controller (a pending topic not in
+    /// here is abandoned by the next tick).
+    creating: BTreeSet<TopicId>,
 }
 
 /// The state the controller task owns.
@@ -291,6 +296,37 @@ impl ControllerState {
         Ok(output.response)
     }
 
+    /// Marks `topic` as being created in several batches by this controller: the tick leaves
+    /// its pending topic alone until [`ControllerState::end_creation`].
+    pub fn begin_creation(&mut self, topic: TopicId) {
+        if let Some(active) = self.active.as_mut() {
+            active.creating.insert(topic);
+        }
+    }
+
+    /// Ends a creation in several batches: a topic still pending (the creation gave up) is
+    /// removed at once.
+    pub fn end_creation(&mut self, topic: TopicId) -> Result<(), ControllerStateError> {
+        if let Some(active) = self.active.as_mut() {
+            active.creating.remove(&topic);
+        }
+        self.abandon_pending()
+    }
+
+    /// Removes the pending topics no creation of this controller is writing: every one after a
+    /// failover (the previous controller's creations are over), abandoned ones at each tick.
+    fn abandon_pending(&mut self) -> Result<(), ControllerStateError> {
+        let Some(active) = self.active.as_ref() else {
+            return Ok(());
+        };
+        let creating = active.creating.clone();
+        let abandoned = self.commit(|c, now_ms| c.abandon_pending_topics(&creating, now_ms))?;
+        for topic in abandoned {
+            info!(%topic, "removed a topic whose creation did not finish");
+        }
+        Ok(())
+    }
+
     /// What an answer given now must wait for: the last proposed entry's commit.
     fn commit_wait(&self) -> CommitWait {
         self.active
@@ -306,6 +342,7 @@ impl ControllerState {
         for broker in fenced {
             info!(%broker, "broker session expired: fenced");
         }
+        self.abandon_pending()?;
         self.publish_metrics();
         Ok(())
     }
@@ -361,6 +398,9 @@ impl ControllerState {
                     lease_held,
                     "no longer the active controller"
                 );
+                if leader && active.term == term {
+                    self.report.lease_lapses.inc();
+                }
                 self.active = None;
             }
         } else if leader && lease_held && caught_up {
@@ -406,8 +446,10 @@ impl ControllerState {
             term,
             controller,
             tail: committed_already(),
+            creating: BTreeSet::new(),
         });
         self.execute(started.commands);
+        self.abandon_pending()?;
         self.apply_elr_default()
     }
 

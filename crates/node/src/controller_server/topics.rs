@@ -11,8 +11,14 @@
 
 use std::collections::BTreeMap;
 
+use std::collections::VecDeque;
+
 use keel_controller::types::{BrokerId, TopicId};
-use keel_controller::{ApiError, CreatePartitionsRequest as Grow, CreateTopicRequest};
+use keel_controller::{
+    too_many_partitions, topic_batch_partitions, ApiError, CreatePartitionsRequest as Grow,
+    CreateTopicRequest, EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
+    MAX_REPLICAS_PER_REQUEST,
+};
 use keel_wire::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use keel_wire::kafka_protocol::messages::create_topics_response::{
@@ -27,7 +33,7 @@ use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 use uuid::Uuid;
 
-use super::state::{CallError, ControllerHandle};
+use super::state::{CallError, ControllerHandle, ControllerState, ControllerStateError};
 use super::Settings;
 
 /// Kafka's longest topic name.
@@ -122,6 +128,9 @@ fn plan(topic: &CreatableTopic, settings: &Settings) -> Result<TopicPlan, TopicE
         configs.entry(key.clone()).or_insert_with(|| value.clone());
     }
     if !topic.assignments.is_empty() {
+        if topic.assignments.len() > MAX_PARTITIONS_PER_REQUEST as usize {
+            return Err(too_many_partitions(&name, topic.assignments.len()).into());
+        }
         if topic.num_partitions != -1 || topic.replication_factor != -1 {
             return Err(TopicError::wire(
                 ResponseError::InvalidRequest,
@@ -164,6 +173,9 @@ fn plan(topic: &CreatableTopic, settings: &Settings) -> Result<TopicPlan, TopicE
             ))
         }
     };
+    if num_partitions > MAX_PARTITIONS_PER_REQUEST {
+        return Err(too_many_partitions(&name, num_partitions).into());
+    }
     let replication_factor = match topic.replication_factor {
         -1 => usize::from(settings.default_replication_factor),
         n if n > 0 => n as usize,
@@ -183,6 +195,169 @@ fn plan(topic: &CreatableTopic, settings: &Settings) -> Result<TopicPlan, TopicE
     })
 }
 
+/// Checks one topic as its creation would, building nothing in proportion to its partition
+/// count: the replication factor against the live brokers (one partition's round-robin
+/// assignment stands for all), or every partition of a manual assignment.
+fn validate_plan(s: &ControllerState, plan: TopicPlan) -> Result<TopicPlan, TopicError> {
+    let assignment = match &plan.assignment {
+        Some(assignment) => assignment.clone(),
+        None => s
+            .controller()
+            .assign_replicas(1, plan.replication_factor)
+            .map_err(TopicError::from)?,
+    };
+    if plan.num_partitions > MAX_PARTITIONS_PER_REQUEST {
+        return Err(TopicError::from(too_many_partitions(
+            &plan.name,
+            plan.num_partitions,
+        )));
+    }
+    let request = CreateTopicRequest {
+        name: plan.name.clone(),
+        id: TopicId(s.new_uuid()),
+        assignment,
+        configs: plan.configs.clone(),
+    };
+    s.controller().validate_create_topic(&request)?;
+    Ok(plan)
+}
+
+/// The request-level bounds (Kafka fails the whole request over its partition limit): the new
+/// partitions and replicas of all topics together. Counted from the plans, before anything is
+/// assigned or built.
+fn check_request_size(plans: &[Result<TopicPlan, TopicError>]) -> Result<(), TopicError> {
+    let (partitions, replicas) = plans.iter().flatten().fold((0u64, 0u64), |(p, r), plan| {
+        let n = u64::from(plan.num_partitions);
+        let replicas = match &plan.assignment {
+            Some(assignment) => assignment.iter().map(|a| a.len() as u64).sum(),
+            None => n * plan.replication_factor as u64,
+        };
+        (p + n, r + replicas)
+    });
+    if partitions > u64::from(MAX_PARTITIONS_PER_REQUEST) {
+        return Err(TopicError::wire(
+            ResponseError::PolicyViolation,
+            format!("{EXCESSIVE_PARTITIONS} {partitions} new partitions; at most {MAX_PARTITIONS_PER_REQUEST} in one request."),
+        ));
+    }
+    if replicas > MAX_REPLICAS_PER_REQUEST {
+        return Err(TopicError::wire(
+            ResponseError::PolicyViolation,
+            format!("{replicas} new replicas in one request; at most {MAX_REPLICAS_PER_REQUEST}."),
+        ));
+    }
+    Ok(())
+}
+
+/// A topic whose creation has started: its id and the next partition to write.
+#[derive(Debug)]
+struct Creating {
+    index: usize,
+    plan: TopicPlan,
+    id: TopicId,
+    next: u32,
+}
+
+/// What one controller event of a CreateTopics did: the topic left half-way (its next batch
+/// waits for this one's commit), the topics not started, and the finished outcomes.
+type Progress = (
+    Option<Creating>,
+    VecDeque<(usize, TopicPlan)>,
+    Vec<(usize, Result<(Uuid, TopicPlan), TopicError>)>,
+);
+
+/// Writes topics for one controller event: consecutive topics until
+/// [`MAX_RECORDS_PER_BATCH`] records are proposed, or one batch of a topic too large for that;
+/// the caller awaits the commit before the next event, so other events (heartbeats,
+/// AlterPartition) run between batches.
+fn create_step(
+    s: &mut ControllerState,
+    mut current: Option<Creating>,
+    mut todo: VecDeque<(usize, TopicPlan)>,
+) -> Result<Progress, ControllerStateError> {
+    let mut done = Vec::new();
+    let mut budget = MAX_RECORDS_PER_BATCH;
+    loop {
+        let mut c = match current.take() {
+            Some(c) => c,
+            None => match todo.pop_front() {
+                Some((index, plan)) => {
+                    let id = TopicId(s.new_uuid());
+                    Creating {
+                        index,
+                        plan,
+                        id,
+                        next: 0,
+                    }
+                }
+                None => break,
+            },
+        };
+        let total = c.plan.num_partitions;
+        let count = topic_batch_partitions(c.next, total, c.plan.configs.len());
+        let records = count as usize
+            + if c.next == 0 {
+                1 + c.plan.configs.len()
+            } else {
+                0
+            };
+        if records > budget && budget < MAX_RECORDS_PER_BATCH {
+            current = Some(c);
+            break;
+        }
+        let assignment = match &c.plan.assignment {
+            Some(assignment) => {
+                let from = c.next as usize;
+                Ok(assignment[from..from + count as usize].to_vec())
+            }
+            None => s
+                .controller()
+                .assign_replicas_from(c.next, count, c.plan.replication_factor),
+        };
+        let request = assignment.map(|assignment| CreateTopicRequest {
+            name: c.plan.name.clone(),
+            id: c.id,
+            assignment,
+            configs: c.plan.configs.clone(),
+        });
+        let result = match request {
+            Ok(request) => {
+                let first = c.next;
+                if first == 0 && count < total {
+                    s.begin_creation(c.id);
+                }
+                s.commit(|ctl, now_ms| ctl.create_topic_batch(&request, first, total, now_ms))?
+            }
+            Err(e) => Err(e),
+        };
+        budget = budget.saturating_sub(records);
+        match result {
+            Err(e) => {
+                if c.next > 0 || count < total {
+                    // Roll a half-written topic back.
+                    s.end_creation(c.id)?;
+                }
+                done.push((c.index, Err(TopicError::from(e))));
+            }
+            Ok(()) => {
+                c.next += count;
+                if c.next < total {
+                    current = Some(c);
+                    break;
+                }
+                if count < total {
+                    s.end_creation(c.id)?;
+                }
+                done.push((c.index, Ok((c.id.0, c.plan))));
+            }
+        }
+        if budget == 0 {
+            break;
+        }
+    }
+    Ok((current, todo, done))
+}
+
 /// CreateTopics.
 pub(super) async fn create(
     handle: &ControllerHandle,
@@ -194,7 +369,7 @@ pub(super) async fn create(
     for topic in &req.topics {
         *counts.entry(topic.name.to_string()).or_default() += 1;
     }
-    let plans: Vec<Result<TopicPlan, TopicError>> = req
+    let mut plans: Vec<Result<TopicPlan, TopicError>> = req
         .topics
         .iter()
         .map(|topic| {
@@ -210,58 +385,53 @@ pub(super) async fn create(
             plan(topic, settings)
         })
         .collect();
-    let validate_only = req.validate_only;
-    let outcomes = handle
-        .call(move |s| {
-            let mut outcomes = Vec::new();
-            for plan in plans {
-                let plan = match plan {
-                    Ok(plan) => plan,
-                    Err(e) => {
-                        outcomes.push(Err(e));
-                        continue;
-                    }
-                };
-                let assignment = match &plan.assignment {
-                    Some(assignment) => Ok(assignment.clone()),
-                    None => s
-                        .controller()
-                        .assign_replicas(plan.num_partitions, plan.replication_factor),
-                };
-                let assignment = match assignment {
-                    Ok(assignment) => assignment,
-                    Err(e) => {
-                        outcomes.push(Err(e.into()));
-                        continue;
-                    }
-                };
-                let request = CreateTopicRequest {
-                    name: plan.name.clone(),
-                    id: TopicId(s.new_uuid()),
-                    assignment,
-                    configs: plan.configs.clone(),
-                };
-                let result = if validate_only {
-                    s.controller().validate_create_topic(&request)
-                } else {
-                    s.commit(|c, now_ms| c.create_topic(&request, now_ms))?
-                };
-                let id = if validate_only {
-                    Uuid::nil()
-                } else {
-                    request.id.0
-                };
-                outcomes.push(result.map(|()| (id, plan)).map_err(TopicError::from));
+    if let Err(e) = check_request_size(&plans) {
+        plans = plans.iter().map(|_| Err(e.clone())).collect();
+    }
+    let mut outcomes: Vec<Option<Result<(Uuid, TopicPlan), TopicError>>> =
+        (0..plans.len()).map(|_| None).collect();
+    let mut todo = VecDeque::new();
+    for (index, plan) in plans.into_iter().enumerate() {
+        match plan {
+            Ok(plan) => todo.push_back((index, plan)),
+            Err(e) => outcomes[index] = Some(Err(e)),
+        }
+    }
+    if req.validate_only {
+        let checked = handle
+            .call(move |s| {
+                Ok(todo
+                    .into_iter()
+                    .map(|(index, plan)| (index, validate_plan(s, plan)))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
+        for (index, outcome) in checked {
+            outcomes[index] = Some(outcome.map(|plan| (Uuid::nil(), plan)));
+        }
+    } else {
+        let mut current = None;
+        while current.is_some() || !todo.is_empty() {
+            let (next, rest, done) = handle.call(move |s| create_step(s, current, todo)).await?;
+            for (index, outcome) in done {
+                outcomes[index] = Some(outcome);
             }
-            Ok(outcomes)
-        })
-        .await?;
+            current = next;
+            todo = rest;
+        }
+    }
     let topics = req
         .topics
         .iter()
         .zip(outcomes)
         .map(|(topic, outcome)| {
             let result = CreatableTopicResult::default().with_name(topic.name.clone());
+            let outcome = outcome.unwrap_or_else(|| {
+                Err(TopicError::wire(
+                    ResponseError::UnknownServerError,
+                    "the topic was not processed",
+                ))
+            });
             match outcome {
                 Ok((id, plan)) => {
                     let configs = (version >= 5).then(|| {

@@ -223,9 +223,23 @@ pub async fn incremental_alter(
     broker: &Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    // Kafka caps the records of one user operation (QuorumController.MAX_RECORDS_PER_USER_OP):
+    // counted before any resource is looked at or forwarded, as the controller does.
+    let changes: usize = request.resources.iter().map(|r| r.configs.len()).sum();
+    let too_large = (changes > keel_controller::MAX_RECORDS_PER_USER_OP).then(|| {
+        ApiError::new(
+            ResponseError::PolicyViolation,
+            format!(
+                "{} {changes} config changes; at most {} in one request.",
+                keel_controller::EXCESSIVE_BATCH,
+                keel_controller::MAX_RECORDS_PER_USER_OP
+            ),
+        )
+    });
     let mut responses = Vec::new();
     for resource in request.resources {
         let outcome = match resource.resource_type {
+            _ if too_large.is_some() => Err(too_large.clone().expect("checked")),
             RESOURCE_TOPIC => {
                 let ops: Vec<(String, i8, Option<String>)> = resource
                     .configs
@@ -460,9 +474,23 @@ fn apply_ops(
 }
 
 pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+    // Kafka caps the records of one user operation (QuorumController.MAX_RECORDS_PER_USER_OP):
+    // counted before any resource is looked at or forwarded, as the controller does.
+    let changes: usize = request.resources.iter().map(|r| r.configs.len()).sum();
+    let too_large = (changes > keel_controller::MAX_RECORDS_PER_USER_OP).then(|| {
+        ApiError::new(
+            ResponseError::PolicyViolation,
+            format!(
+                "{} {changes} config changes; at most {} in one request.",
+                keel_controller::EXCESSIVE_BATCH,
+                keel_controller::MAX_RECORDS_PER_USER_OP
+            ),
+        )
+    });
     let mut responses = Vec::new();
     for resource in request.resources {
         let outcome = match resource.resource_type {
+            _ if too_large.is_some() => Err(too_large.clone().expect("checked")),
             RESOURCE_TOPIC => {
                 let mut configs = BTreeMap::new();
                 let mut null = None;

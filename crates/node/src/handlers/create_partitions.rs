@@ -40,13 +40,18 @@ pub async fn handle(
         }
     };
     if !request.validate_only {
+        let wanted_by_name: std::collections::BTreeMap<&str, i32> = request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_str(), t.count))
+            .collect();
         let grown: Vec<(String, usize)> = response
             .results
             .iter()
             .filter(|r| r.error_code == 0)
             .filter_map(|r| {
-                let wanted = request.topics.iter().find(|t| t.name == r.name)?;
-                Some((r.name.to_string(), usize::try_from(wanted.count).ok()?))
+                let count = *wanted_by_name.get(r.name.as_str())?;
+                Some((r.name.to_string(), usize::try_from(count).ok()?))
             })
             .collect();
         if !grown.is_empty() {

@@ -82,6 +82,9 @@ pub async fn handle(
             .await;
     }
     let image = broker.image();
+    // By name, so a request of many topics costs no quadratic search.
+    let requested_by_name: BTreeMap<&str, &_> =
+        requested.iter().map(|r| (r.name.as_str(), r)).collect();
     let mut results: Vec<CreatableTopicResult> = forwarded
         .topics
         .into_iter()
@@ -91,9 +94,8 @@ pub async fn handle(
                     .topic(TopicId(t.topic_id))
                     .map(|topic| topic.configs.clone())
                     .unwrap_or_else(|| {
-                        requested
-                            .iter()
-                            .find(|r| r.name == t.name)
+                        requested_by_name
+                            .get(t.name.as_str())
                             .map(|r| {
                                 r.configs
                                     .iter()
@@ -124,20 +126,20 @@ pub async fn handle(
             t
         })
         .collect();
-    // Answer in the request's order, refused topics included.
-    let topics = requested
+    // Answer in the request's order, refused topics included (names are unique by now or
+    // refused as duplicates, which the controller answers once per copy).
+    let mut by_name: BTreeMap<String, Vec<CreatableTopicResult>> = BTreeMap::new();
+    for r in results.drain(..).rev() {
+        by_name.entry(r.name.to_string()).or_default().push(r);
+    }
+    let mut topics: Vec<CreatableTopicResult> = requested
         .iter()
         .filter_map(|t| match refused.get(t.name.as_str()) {
             Some(e) => Some(failed(t.name.clone(), e)),
-            None => results
-                .iter()
-                .position(|r| r.name == t.name)
-                .map(|i| results.remove(i)),
+            None => by_name.get_mut(t.name.as_str()).and_then(Vec::pop),
         })
-        .collect::<Vec<_>>()
-        .into_iter()
-        .chain(results)
         .collect();
+    topics.extend(by_name.into_values().flatten());
     CreateTopicsResponse::default().with_topics(topics)
 }
 

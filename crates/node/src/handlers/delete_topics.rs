@@ -54,12 +54,14 @@ pub async fn handle(
         ));
     }
     // Before v6 answers carry no topic ids: note them now, by name, to wait for them below.
-    let ids_by_name: Vec<(String, uuid::Uuid)> = request
+    let image = broker.image();
+    let ids_by_name: std::collections::BTreeMap<String, uuid::Uuid> = request
         .topic_names
         .iter()
         .chain(request.topics.iter().filter_map(|t| t.name.as_ref()))
-        .filter_map(|name| broker.topic(name).map(|t| (name.to_string(), t.id)))
+        .filter_map(|name| image.topic_id(name).map(|id| (name.to_string(), id.0)))
         .collect();
+    drop(image);
     let response: DeleteTopicsResponse = match broker
         .controller()
         .forward(ApiKey::DeleteTopics, version, &request)
@@ -77,10 +79,7 @@ pub async fn handle(
                 return Some(TopicId(r.topic_id));
             }
             let name = r.name.as_ref()?;
-            ids_by_name
-                .iter()
-                .find(|(n, _)| n == name.as_str())
-                .map(|(_, id)| TopicId(*id))
+            ids_by_name.get(name.as_str()).map(|id| TopicId(*id))
         })
         .collect();
     if !deleted.is_empty() {

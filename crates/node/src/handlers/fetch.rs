@@ -326,17 +326,21 @@ fn error_data(index: i32, error: ResponseError) -> PartitionData {
 
 /// `NOT_LEADER_OR_FOLLOWER` with the leader metadata names (or `UNKNOWN_TOPIC_OR_PARTITION`
 /// when the partition does not exist).
+///
+/// One lookup in the image per partition (a request may name any number of them).
 fn not_hosted(broker: &Broker, topic: &str, index: i32) -> PartitionData {
-    let Some(view) = broker.topic(topic) else {
-        return error_data(index, ResponseError::UnknownTopicOrPartition);
-    };
-    let Some(p) = view.partitions.iter().find(|p| p.index == index) else {
+    let image = broker.image();
+    let p = image.topic_id(topic).and_then(|id| {
+        let index = u32::try_from(index).ok()?;
+        image.partition(keel_controller::types::TopicPartition::new(id, index))
+    });
+    let Some(p) = p else {
         return error_data(index, ResponseError::UnknownTopicOrPartition);
     };
     error_data(index, ResponseError::NotLeaderOrFollower).with_current_leader(
         LeaderIdAndEpoch::default()
-            .with_leader_id(BrokerId(p.leader.unwrap_or(-1)))
-            .with_leader_epoch(p.leader_epoch),
+            .with_leader_id(BrokerId(p.leader.map_or(-1, |b| b.0)))
+            .with_leader_epoch(p.leader_epoch.0),
     )
 }
 

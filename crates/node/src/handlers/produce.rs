@@ -162,13 +162,16 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
     )
 }
 
+/// One lookup in the image per partition (a request may name any number of them).
 fn current_leader(broker: &Broker, topic: &str, index: i32) -> Option<LeaderIdAndEpoch> {
-    let view = broker.topic(topic)?;
-    let p = view.partitions.iter().find(|p| p.index == index)?;
+    let image = broker.image();
+    let id = image.topic_id(topic)?;
+    let tp = keel_controller::types::TopicPartition::new(id, u32::try_from(index).ok()?);
+    let p = image.partition(tp)?;
     Some(
         LeaderIdAndEpoch::default()
-            .with_leader_id(BrokerId(p.leader.unwrap_or(-1)))
-            .with_leader_epoch(p.leader_epoch),
+            .with_leader_id(BrokerId(p.leader.map_or(-1, |b| b.0)))
+            .with_leader_epoch(p.leader_epoch.0),
     )
 }
 

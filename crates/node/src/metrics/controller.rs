@@ -5,7 +5,8 @@
 //! over every controller are the cluster's numbers) and no per-partition series.
 //!
 //! The election counters are plain counters the controller task increments when a record it
-//! proposes elects a leader from the ELR or uncleanly (`controller_server::state`).
+//! proposes elects a leader from the ELR or uncleanly (`controller_server::state`); the lease
+//! lapse counter when it stops being active as leader for want of a quorum's acknowledgement.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -96,6 +97,9 @@ pub struct ControllerMetrics {
     /// Leaders elected uncleanly: by the Unclean Recovery Manager, or by Kafka's classic
     /// unclean election when ELR is off (Kafka: `UncleanLeaderElectionsPerSec`).
     pub unclean_recoveries: Counter,
+    /// Times this controller stopped being active while still the Raft leader of its term
+    /// because its lease (a quorum's acknowledgement within the election timeout) lapsed.
+    pub lease_lapses: Counter,
 }
 
 impl ControllerMetrics {
@@ -138,6 +142,7 @@ pub(super) struct Controllers {
     nodes: Mutex<BTreeMap<i32, ControllerMetrics>>,
     elr_elections: Family<NodeLabels, Counter>,
     unclean_recoveries: Family<NodeLabels, Counter>,
+    lease_lapses: Family<NodeLabels, Counter>,
 }
 
 impl Controllers {
@@ -151,6 +156,7 @@ impl Controllers {
                     snapshot: Arc::default(),
                     elr_elections: self.elr_elections.get_or_create_owned(&labels),
                     unclean_recoveries: self.unclean_recoveries.get_or_create_owned(&labels),
+                    lease_lapses: self.lease_lapses.get_or_create_owned(&labels),
                 }
             })
             .clone()
@@ -175,6 +181,12 @@ pub(super) fn register(registry: &mut Registry, controllers: &Arc<Controllers>) 
         "Leaders the active controller elected uncleanly, by unclean recovery or by the classic \
          unclean election when ELR is off (Kafka: UncleanLeaderElectionsPerSec)",
         controllers.unclean_recoveries.clone(),
+    );
+    registry.register(
+        "controller_lease_lapses",
+        "Times the active controller stopped being active while still the Raft leader of its \
+         term, because no quorum acknowledged it within the election timeout (its lease)",
+        controllers.lease_lapses.clone(),
     );
     registry.register_collector(Box::new(SnapshotCollector(controllers.clone())));
 }

@@ -209,16 +209,41 @@ impl PeerClient {
     }
 }
 
+/// The largest AppendEntries body sent with more than one entry. openraft 0.9 gives an
+/// AppendEntries one heartbeat interval (a tenth of the election timeout) to be sent, appended,
+/// fsynced and answered, and packs up to 300 entries into one: a follower catching up on large
+/// entries would time out forever. Over this size the call asks openraft for fewer entries
+/// (`PayloadTooLarge`); one entry always goes (the controller keeps entries small,
+/// `keel_controller::MAX_RECORDS_PER_BATCH`).
+pub const MAX_APPEND_ENTRIES_BYTES: usize = 1 << 20;
+
 impl RaftNetwork<KeelRaft> for PeerClient {
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<KeelRaft>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, BasicNode, RaftError<u64>>> {
-        let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> = self
-            .call(keel_rpc::RAFT_APPEND_ENTRIES_KEY, &rpc, option.hard_ttl())
+        let body = serde_json::to_vec(&rpc)
+            .map_err(|e| CallError::Garbled(e.to_string()).into_rpc::<RaftError<u64>>())?;
+        let entries = rpc.entries.len();
+        if entries > 1 && body.len() > MAX_APPEND_ENTRIES_BYTES {
+            let fit = entries * MAX_APPEND_ENTRIES_BYTES / body.len();
+            let hint = u64::try_from(fit.clamp(1, entries - 1)).unwrap_or(1);
+            return Err(RPCError::PayloadTooLarge(
+                openraft::error::PayloadTooLarge::new_entries_hint(hint),
+            ));
+        }
+        let answer = self
+            .call_raw(
+                keel_rpc::RAFT_APPEND_ENTRIES_KEY,
+                Bytes::from(body),
+                option.hard_ttl(),
+            )
             .await
             .map_err(CallError::into_rpc)?;
+        let answer: Result<AppendEntriesResponse<u64>, RaftError<u64>> =
+            serde_json::from_slice(&answer)
+                .map_err(|e| CallError::Garbled(e.to_string()).into_rpc::<RaftError<u64>>())?;
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 

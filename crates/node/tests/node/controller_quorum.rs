@@ -62,6 +62,8 @@ struct Quorum {
     dirs: Vec<tempfile::TempDir>,
     addrs: Vec<String>,
     voters: String,
+    /// Every controller reports here (one series per node id).
+    metrics: keel_node::metrics::Metrics,
 }
 
 impl Quorum {
@@ -87,6 +89,7 @@ impl Quorum {
             dirs,
             addrs,
             voters,
+            metrics: keel_node::metrics::Metrics::new(),
         }
     }
 
@@ -112,7 +115,8 @@ impl Quorum {
         .map(|(k, v)| (k.to_string(), v))
         .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
         .collect();
-        let config = ControllerServerConfig::from_properties(&props).unwrap();
+        let mut config = ControllerServerConfig::from_properties(&props).unwrap();
+        config.metrics = self.metrics.clone();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -383,6 +387,52 @@ fn a_three_controller_quorum_survives_the_loss_of_its_leader() {
     });
 }
 
+// Shows: an active controller whose standbys are gone stays the Raft leader (openraft 0.9 never
+// steps down) but stops acting once its lease lapses — it answers NOT_CONTROLLER — and counts
+// that lapse in `keel_controller_lease_lapses_total` (issue 19).
+#[test]
+fn a_leader_without_its_quorum_counts_a_lease_lapse() {
+    let quorum = Quorum::new();
+    let mut controllers: Vec<Controller> = (1..=3).map(|id| quorum.start(id)).collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (active, code) = call_active(
+            &quorum,
+            &[1, 2, 3],
+            ApiKey::BrokerRegistration,
+            4,
+            &registration(1),
+            |r: &BrokerRegistrationResponse| r.error_code,
+            Duration::from_secs(20),
+        )
+        .await;
+        assert_eq!(code, 0);
+        let lapses = quorum.metrics.controller(active).lease_lapses;
+        assert_eq!(lapses.get(), 0, "no lapse while the quorum answers");
+        let (kept, standbys): (Vec<_>, Vec<_>) =
+            controllers.drain(..).partition(|c| c.id == active);
+        for standby in standbys {
+            standby.crash();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while lapses.get() == 0 {
+            assert!(Instant::now() < deadline, "the lease never lapsed");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(lapses.get(), 1);
+        let mut conn = quorum.connect(active).await.unwrap();
+        let answer: BrokerRegistrationResponse = conn
+            .call_version(ApiKey::BrokerRegistration, 4, &registration(2))
+            .await
+            .unwrap();
+        assert_eq!(answer.error_code, NOT_CONTROLLER);
+        drop(kept);
+    });
+}
+
 /// The applied log's start offset and high watermark of controller `id`.
 async fn log_range(quorum: &Quorum, id: i32) -> Option<(i64, i64)> {
     let mut conn = quorum.connect(id).await?;
@@ -510,6 +560,166 @@ fn a_controller_behind_the_purged_log_catches_up_from_a_snapshot() {
             }
             assert!(Instant::now() < deadline, "survivors at {ends:?}");
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
+/// Partitions of the large-topic test: 25,000 (three batches) by default, so CI stays quick;
+/// `KEEL_LARGE_TOPIC_PARTITIONS=100000` is the benchmark of docs/benchmarks.md.
+fn large_topic_partitions() -> i32 {
+    std::env::var("KEEL_LARGE_TOPIC_PARTITIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25_000)
+}
+
+/// A broker's heartbeats every 250 ms until `stop`: the longest answer and how many said
+/// NOT_CONTROLLER (or failed).
+async fn heartbeat_until(
+    quorum: &Quorum,
+    active: i32,
+    broker: i32,
+    epoch: i64,
+    stop: CancellationToken,
+) -> (Duration, u32) {
+    let mut conn = quorum.connect(active).await.unwrap();
+    let mut longest = Duration::ZERO;
+    let mut refused = 0;
+    while !stop.is_cancelled() {
+        let request = BrokerHeartbeatRequest::default()
+            .with_broker_id(BrokerId(broker))
+            .with_broker_epoch(epoch)
+            .with_current_metadata_offset(i64::MAX / 2);
+        let sent = Instant::now();
+        match conn
+            .call_version::<_, BrokerHeartbeatResponse>(ApiKey::BrokerHeartbeat, 1, &request)
+            .await
+        {
+            Ok(r) if r.error_code == 0 => {}
+            _ => refused += 1,
+        }
+        longest = longest.max(sent.elapsed());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    (longest, refused)
+}
+
+// Shows: a CreateTopics larger than one batch of records (25,000 partitions x 3 replicas in CI,
+// 100,000 as the benchmark) completes on a three-controller quorum while three brokers keep
+// heartbeating: every heartbeat is answered (none NOT_CONTROLLER), no controller's lease lapses,
+// and every controller applies the whole topic (issue 19: "Large valid operations complete
+// without stalling the controller").
+#[test]
+fn a_topic_larger_than_a_batch_is_created_while_heartbeats_are_served() {
+    let partitions = large_topic_partitions();
+    let quorum = Quorum::new();
+    let _controllers: Vec<Controller> = (1..=3)
+        .map(|id| quorum.start_with(id, &[("controller.quorum.election.timeout.ms", "1000")]))
+        .collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut epochs = Vec::new();
+        let mut active = 0;
+        for broker in 1..=3 {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let (id, _) = call_active(
+                    &quorum,
+                    &[1, 2, 3],
+                    ApiKey::BrokerRegistration,
+                    4,
+                    &registration(broker),
+                    |r: &BrokerRegistrationResponse| r.error_code,
+                    Duration::from_secs(20),
+                )
+                .await;
+                active = id;
+                let mut conn = quorum.connect(active).await.unwrap();
+                let r: BrokerRegistrationResponse = conn
+                    .call_version(ApiKey::BrokerRegistration, 4, &registration(broker))
+                    .await
+                    .unwrap();
+                if r.error_code == 0 {
+                    epochs.push(r.broker_epoch);
+                    break;
+                }
+                assert!(Instant::now() < deadline, "broker {broker} not registered");
+            }
+        }
+        let stop = CancellationToken::new();
+        let mut beating = Vec::new();
+        for (index, epoch) in epochs.iter().enumerate() {
+            let broker = index as i32 + 1;
+            let (stop, epoch) = (stop.clone(), *epoch);
+            let quorum = &quorum;
+            beating.push(async move { heartbeat_until(quorum, active, broker, epoch, stop).await });
+        }
+        let create = async {
+            // Unfenced by their first heartbeats.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let request = CreateTopicsRequest::default()
+                .with_timeout_ms(600_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(s("large")))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(3)]);
+            let mut conn = quorum.connect(active).await.unwrap();
+            let started = Instant::now();
+            let response: CreateTopicsResponse = conn
+                .call_version(ApiKey::CreateTopics, 7, &request)
+                .await
+                .unwrap();
+            let took = started.elapsed();
+            stop.cancel();
+            (response, took)
+        };
+        let ((response, took), beats) =
+            tokio::join!(create, futures_util::future::join_all(beating));
+        let lapses: Vec<u64> = (1..=3)
+            .map(|id| quorum.metrics.controller(id).lease_lapses.get())
+            .collect();
+        let topic = &response.topics[0];
+        assert_eq!(
+            topic.error_code, 0,
+            "{:?} (lease lapses {lapses:?})",
+            topic.error_message
+        );
+        assert_eq!(topic.num_partitions, partitions);
+        let longest = beats.iter().map(|(l, _)| *l).max().unwrap_or_default();
+        eprintln!(
+            "created {partitions} partitions x 3 replicas in {:.2} s ({:.3} s per 10,000 partitions); longest heartbeat meanwhile {:?}",
+            took.as_secs_f64(),
+            took.as_secs_f64() * 10_000.0 / f64::from(partitions),
+            longest
+        );
+        for (broker, (_, refused)) in beats.iter().enumerate() {
+            assert_eq!(*refused, 0, "broker {}: heartbeats refused", broker + 1);
+        }
+        for id in 1..=3 {
+            assert_eq!(
+                quorum.metrics.controller(id).lease_lapses.get(),
+                0,
+                "controller {id} lost its lease"
+            );
+        }
+        for id in 1..=3 {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let (records, _, _) = records_of(&quorum, id).await.unwrap();
+                let created = records
+                    .iter()
+                    .filter(|(_, r)| matches!(r, Record::Partition(_)))
+                    .count();
+                if created == partitions as usize {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "controller {id}: {created} partitions");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
     });
 }
