@@ -12,7 +12,9 @@ real Keel cluster (three controllers, three brokers):
   retention.ms and unclean.recovery.strategy=Manual, --describe, --delete-config;
 - `kafka-leader-election` (org.apache.kafka.tools.LeaderElectionCommand, ElectLeaders API 43):
   PREFERRED on one partition after its preferred leader bounced, UNCLEAN on a partition that has a
-  leader (nothing to elect), and --all-topic-partitions.
+  leader (nothing to elect), and --all-topic-partitions;
+- `kafka-log-dirs --describe` (org.apache.kafka.tools.LogDirsCommand, DescribeLogDirs API 35,
+  issue 19): every broker's log directory with each replica's size.
 
 Cites issue 7 ("Real Kafka tools": kafka-topics, kafka-configs, kafka-leader-election and
 Admin.describeTopics work against Keel; describe shows ELR) and KIP-966 (ELR, LastKnownELR,
@@ -43,6 +45,7 @@ JAVA_SOURCES = [JAVA_DIR / "KeelDescribeElr.java"]
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"
+LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"
 DESCRIBE_ELR = "KeelDescribeElr"
 # Short-lived tools on a small machine: C1 only and the serial collector start fastest.
 JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m"]
@@ -401,3 +404,26 @@ def test_kafka_leader_election(tools, tools_cluster):
         r = tools.elect(c.bootstrap, "--election-type", kind, "--all-topic-partitions")
         assert r.code == 0 and SUCCEEDED not in r.out and FAILED not in r.out, (
             f"{kind} --all-topic-partitions with every partition on its preferred leader\n{r.report()}")
+
+
+def test_kafka_log_dirs_describe(tools, tools_cluster):
+    """kafka-log-dirs --describe --topic-list T asks every broker for its log directories
+    (DescribeLogDirs): each of the three brokers answers with its one directory, no error, and
+    every replica of T with a size that covers what was produced."""
+    import json
+    c = tools_cluster
+    topic = unique_topic("kt-logdirs")
+    tools.topics(c.bootstrap, "--create", "--topic", topic, "--partitions", "2", "--replication-factor", "3")
+    c.wait_for_full_isr(topic, range(2))
+    from clients import confluent_produce, make_records
+    confluent_produce(c.bootstrap, topic, make_records(200, 2, tag="logdirs", value_bytes=500))
+    out = tools.ok(LOG_DIRS_COMMAND, "--bootstrap-server", c.bootstrap, "--describe", "--topic-list", topic).out
+    report = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    brokers = {b["broker"]: b["logDirs"] for b in report["brokers"]}
+    assert sorted(brokers) == [0, 1, 2], out
+    for broker, dirs in brokers.items():
+        assert len(dirs) == 1 and dirs[0]["error"] is None, out
+        assert dirs[0]["logDir"] == str(c.broker(broker).log_dir), out
+        parts = {p["partition"]: p for p in dirs[0]["partitions"]}
+        assert sorted(parts) == [f"{topic}-0", f"{topic}-1"], out
+        assert all(p["size"] >= 100 * 500 and p["offsetLag"] == 0 and not p["isFuture"] for p in parts.values()), out

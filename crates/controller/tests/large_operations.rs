@@ -41,6 +41,7 @@ fn three_brokers() -> Controller {
             current_metadata_offset: c.image().last_applied(),
             want_fence: false,
             want_shutdown: false,
+            lost_replicas: Vec::new(),
         };
         let out = c.heartbeat(&req, 0);
         commit(&mut c, out).expect("unfenced");
