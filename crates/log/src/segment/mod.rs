@@ -545,6 +545,15 @@ impl Segment {
         self.durable_bytes < self.size_bytes || self.indexer.unsynced
     }
 
+    /// Forgets that the log file's bytes are durable. After an unclean shutdown they may sit in
+    /// the page cache only (a killed process's writes survive it, unsynced): what recovery
+    /// validated must be fsynced before the recovery point moves past it, or a power loss
+    /// right after the restart takes it from below the recovery point, where the next
+    /// recovery trusts the files.
+    pub fn forget_durability(&mut self) {
+        self.durable_bytes = 0;
+    }
+
     /// Fsyncs the log file and both indexes.
     pub fn sync(&mut self) -> io::Result<()> {
         if self.durable_bytes < self.size_bytes {
