@@ -141,6 +141,7 @@ mod tests {
                 55,
                 "OPERATION_NOT_ATTEMPTED",
             ),
+            (ErrorCode::KafkaStorageError, 56, "KAFKA_STORAGE_ERROR"),
             (ErrorCode::FencedLeaderEpoch, 74, "FENCED_LEADER_EPOCH"),
             (ErrorCode::UnknownLeaderEpoch, 75, "UNKNOWN_LEADER_EPOCH"),
             (ErrorCode::StaleBrokerEpoch, 77, "STALE_BROKER_EPOCH"),
