@@ -408,7 +408,7 @@ impl Broker {
         let replication = self.replication_config(config);
         let mut replica = partition.lock_replica();
         let mut commands = Vec::new();
-        self.settle_damage(partition, state);
+        self.settle_damage(partition, state, image.elr_enabled());
         if meta.leader == Some(local) && partition.health() != StorageHealth::Healthy {
             // A replica that lost data leads only once the controller knows (issue 19): it
             // keeps reporting itself lost meanwhile, and the controller elects someone else.
@@ -513,8 +513,11 @@ impl Broker {
 
     /// A damaged replica is trusted again once the image shows the controller acted on its
     /// report — it is out of the ISR and ELR — or chose it in an unclean recovery (which
-    /// knows it may lack data: its leader recovery state is RECOVERING).
-    fn settle_damage(&self, partition: &Partition, state: &PartitionState) {
+    /// knows it may lack data: its leader recovery state is RECOVERING). Under classic rules
+    /// (ELR off) the controller never takes the last ISR member out: Kafka elects it again
+    /// whatever it lost, so elected as the only ISR member it leads with the log it has —
+    /// waiting would leave the partition leaderless for good.
+    fn settle_damage(&self, partition: &Partition, state: &PartitionState, elr_enabled: bool) {
         if partition.health() != StorageHealth::Damaged {
             return;
         }
@@ -524,7 +527,10 @@ impl Broker {
         let recovered_here = state.leader == Some(local)
             && state.leader_recovery_state
                 == keel_controller::types::LeaderRecoveryState::Recovering;
-        if !eligible || recovered_here {
+        let classic_last_member = !elr_enabled
+            && state.leader == Some(local)
+            && state.isr.iter().eq(std::iter::once(&local));
+        if !eligible || recovered_here || classic_last_member {
             partition.set_health(StorageHealth::Healthy);
             info!(partition = %partition.tp, leader_epoch = state.leader_epoch.0,
                 "the controller took the damaged replica out of the ISR and ELR: it may rejoin once caught up");
