@@ -433,23 +433,40 @@ impl Segment {
         Ok(found)
     }
 
-    /// The offset after the batches that end exactly at byte `position` (the segment's base
-    /// offset at 0); `None` if `position` is not a batch boundary reached by walking the
-    /// headers from the start.
-    pub fn offset_at_position(&self, position: u64) -> io::Result<Option<Offset>> {
-        if position == 0 {
-            return Ok(Some(self.base_offset));
+    /// Where damage reported at byte `position` really starts, as (position, the offset the log
+    /// would end at): the first batch before it whose base offset is not where the batches
+    /// before it end (only going backwards counts, with `allow_gaps`) — a valid batch in the
+    /// wrong place, what a misdirected write leaves — or `position` itself. `None` if
+    /// `position` is not a batch boundary of the segment as it is now.
+    pub fn damage_start(
+        &self,
+        position: u64,
+        allow_gaps: bool,
+    ) -> io::Result<Option<(u64, Offset)>> {
+        let mut expected = self.base_offset;
+        let mut found = (position == 0).then_some((0, expected));
+        if found.is_some() {
+            return Ok(found);
         }
-        let mut found = None;
         scan_batches(
             self.log_file.as_ref(),
             self.size_bytes,
             0,
             Check::HeaderOnly,
             |at, header| {
+                let misplaced = if allow_gaps {
+                    header.base_offset < expected
+                } else {
+                    header.base_offset != expected
+                };
+                if misplaced {
+                    found = Some((at, expected));
+                    return Ok(Visit::Stop);
+                }
+                expected = header.next_offset();
                 let end = at + header.size_bytes().expect("scanned batch has a size") as u64;
                 if end == position {
-                    found = Some(header.next_offset());
+                    found = Some((position, expected));
                 }
                 Ok(if end >= position {
                     Visit::Stop
