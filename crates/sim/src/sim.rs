@@ -409,6 +409,21 @@ impl Sim {
         self.world.corrupt(id, &tp.0, tp.1, segment, at, len)
     }
 
+    /// Bit rot in bytes `start..start + len` of `path`, a file of broker `id`'s replica of
+    /// `tp` (see [`World::flip`]), noted like [`Sim::corrupt`].
+    pub fn rot(
+        &mut self,
+        id: i32,
+        tp: &Tp,
+        path: &std::path::Path,
+        start: u64,
+        len: u64,
+    ) -> anyhow::Result<()> {
+        self.checker.note_loss(tp, id);
+        self.checker.lying_disks.insert(id);
+        self.world.flip(id, path, start, len)
+    }
+
     /// A fault of broker `id`'s disk (see [`World::disk_fault`]), noted as a loss of every
     /// replica the broker holds (and, for a fault that returns other bytes than were
     /// written, as a disk that lied).
