@@ -169,7 +169,7 @@ pub struct BrokerConfig {
     /// `log.cleaner.dedupe.buffer.size`: memory budget of one pass's key → offset map; default
     /// 134217728 (128 MiB).
     pub log_cleaner_dedupe_buffer_size: u64,
-    /// `log.scrub.enable` (Keel): validate every batch of closed segments in the background;
+    /// `log.scrub.enable` (Keel): validate every batch of every segment in the background;
     /// default true.
     pub log_scrub_enable: bool,
     /// `log.scrub.interval.ms` (Keel): a scrub pass over every hosted partition starts at most

@@ -107,6 +107,9 @@ pub struct Partition {
     deleted: AtomicBool,
     /// A [`StorageHealth`] code.
     health: AtomicU8,
+    /// The partition epoch this broker's image had when damage was last found (`i64::MIN`:
+    /// never): the damage is settled only by a newer partition state.
+    damaged_at_partition_epoch: AtomicI64,
     waiters: Mutex<BTreeMap<RequestId, ProduceWaiter>>,
 }
 
@@ -142,6 +145,7 @@ impl Partition {
             config: RwLock::new(config),
             deleted: AtomicBool::new(false),
             health: AtomicU8::new(StorageHealth::Healthy.code()),
+            damaged_at_partition_epoch: AtomicI64::new(i64::MIN),
             waiters: Mutex::new(BTreeMap::new()),
         }
     }
@@ -171,6 +175,17 @@ impl Partition {
     /// Whether the replica's storage can be trusted.
     pub fn health(&self) -> StorageHealth {
         StorageHealth::from_code(self.health.load(Ordering::Acquire))
+    }
+
+    /// Notes the partition epoch of the image in which damage was found.
+    pub fn set_damaged_at(&self, partition_epoch: i64) {
+        self.damaged_at_partition_epoch
+            .store(partition_epoch, Ordering::Release);
+    }
+
+    /// The partition epoch of the image in which damage was last found.
+    pub fn damaged_at(&self) -> i64 {
+        self.damaged_at_partition_epoch.load(Ordering::Acquire)
     }
 
     /// Records what was found; `Offline` is final for this run (it never goes back).

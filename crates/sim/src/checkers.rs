@@ -4,10 +4,19 @@
 //!
 //! Properties are *durability* properties (records lost, a leader or ISR/ELR member missing
 //! a committed record, consumers seeing a backward HWM or changed records, replicas that
-//! disagree below the HWM) or *structural* ones (ISR ∩ ELR = ∅, ELR ⊆ replicas,
-//! |ISR| ≥ min ISR ⇒ ELR = ∅, one leader per epoch, epochs only grow, the same metadata
-//! records in the same order everywhere). Classic mode is expected to break durability
+//! disagree below the HWM, a replica that lost data registering as clean) or *structural*
+//! ones (ISR ∩ ELR = ∅, ELR ⊆ replicas, |ISR| ≥ min ISR ⇒ ELR = ∅, one leader per epoch,
+//! epochs only grow, the same metadata records in the same order everywhere, a replica that
+//! found damage never leads as a clean one). Classic mode is expected to break durability
 //! properties — that is what the scenarios measure — never structural ones.
+//!
+//! Storage faults (issue 19) enter as losses: a replica whose disk failed or lied counts
+//! against its partition's budget of min ISR − 1 lost replicas, like a power loss. A disk that
+//! *lies* (bit rot, torn, misdirected or lost writes) can leave damage no one has found yet, so
+//! a leader on such a disk may hold an acknowledged record in a batch that fails validation
+//! without that being a violation yet: Keel must find it (a follower's verified read, the
+//! scrubber, recovery) and re-replicate before the end of the run, where every acknowledged
+//! record must be readable from the leader.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -19,7 +28,7 @@ use keel_log::batch::BatchIter;
 use keel_log::plain_batch::decode_records;
 use keel_log::Offset;
 use keel_node::broker::Broker;
-use keel_node::partition::Partition;
+use keel_node::partition::{Partition, StorageHealth};
 
 use crate::client::{Oracle, Tp};
 use crate::trace::Fnv;
@@ -60,6 +69,13 @@ pub struct Checker {
     /// Brokers that lost data uncleanly (power loss, torn writes, a replaced disk), per
     /// partition they were a replica of at the time.
     pub unclean_losses: BTreeMap<Tp, BTreeSet<i32>>,
+    /// Brokers whose disk returned other bytes than were written (bit rot, torn, misdirected
+    /// or lost writes): their logs may hold damage nobody has found yet.
+    pub lying_disks: BTreeSet<i32>,
+    /// Per broker, the incarnation whose registration was checked.
+    registrations_checked: BTreeMap<i32, u32>,
+    /// The newest image of the previous check.
+    previous_image: Option<Arc<ClusterImage>>,
     /// Violations already reported (each is reported once).
     reported: BTreeSet<String>,
 }
@@ -87,6 +103,14 @@ impl Checker {
         }
     }
 
+    /// Notes that `broker`'s replica of `tp` lost data (a storage fault of that replica).
+    pub fn note_loss(&mut self, tp: &Tp, broker: i32) {
+        self.unclean_losses
+            .entry(tp.clone())
+            .or_default()
+            .insert(broker);
+    }
+
     /// Whether the durability promise covers `tp`: at most M-1 of its replicas lost data
     /// uncleanly.
     pub fn promise_holds(&self, image: &ClusterImage, tp: &Tp) -> bool {
@@ -104,11 +128,14 @@ impl Checker {
         check_one_active_controller_per_epoch(world, &mut out);
         self.check_images(world, &brokers, &mut out);
         self.check_leaders(&brokers, &mut out);
+        check_damaged_replicas(&brokers, &mut out);
         if let Some(image) = newest_image(world) {
+            self.check_registrations(world, &image, &brokers, &mut out);
             self.check_committed(world, &image, &brokers, oracle, &mut out);
             if full {
                 check_agreement(&image, &brokers, &mut out);
             }
+            self.previous_image = Some(image);
         }
         for v in &oracle.violations {
             out.push(Violation {
@@ -298,14 +325,21 @@ impl Checker {
                     if entry.0 != key {
                         *entry = (key, BTreeSet::new());
                     }
+                    let may_hold_damage = self.lying_disks.contains(&leader.0);
                     for (offset, a) in acked.iter().filter(|(_, a)| a.acks_all) {
                         if entry.1.contains(offset) {
                             continue;
                         }
-                        match record_at(&partition, *offset) {
-                            Some(v) if v == a.value => {
+                        match stored_record(&partition, *offset) {
+                            Stored::Value(v) if v == a.value => {
                                 entry.1.insert(*offset);
                             }
+                            // Damage on a lying disk that Keel has not found yet: it must find
+                            // it before the end (checked again at every step until then).
+                            Stored::Damaged if may_hold_damage => {}
+                            // A disk that fails loudly: Keel's own reads meet the same error
+                            // and take the directory offline.
+                            Stored::Unreadable => {}
                             found => out.push(Violation {
                                 property: "an elected leader holds every committed record",
                                 detail: format!(
@@ -314,7 +348,7 @@ impl Checker {
                                     tp.1,
                                     leader.0,
                                     state.leader_epoch.0,
-                                    describe(found.as_ref()),
+                                    found.describe(),
                                     String::from_utf8_lossy(&a.value)
                                 ),
                                 durability: true,
@@ -340,6 +374,12 @@ impl Checker {
                 let Some(partition) = broker.partition(&tp.0, tp.1) else {
                     continue;
                 };
+                if partition.health() != StorageHealth::Healthy {
+                    // It found damage or its directory failed: it reports itself lost until
+                    // the controller takes it out (`check_damaged_replicas` keeps it from
+                    // leading meanwhile).
+                    continue;
+                }
                 let end = partition.offsets().map_or(0, |(_, _, end)| end.0);
                 if let Some((offset, a)) = oracle.acked_all(tp).find(|(o, _)| *o >= end) {
                     out.push(Violation {
@@ -372,10 +412,49 @@ fn ids(set: &BTreeSet<BrokerId>) -> Vec<i32> {
     set.iter().map(|b| b.0).collect()
 }
 
-fn describe(found: Option<&Bytes>) -> String {
-    match found {
-        Some(v) => format!("{:?}", String::from_utf8_lossy(v)),
-        None => "nothing".to_string(),
+/// What a log holds at an offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// A valid batch holds a record with this value there.
+    Value(Bytes),
+    /// The offset is in the log, but no valid batch holds it: damage (a batch that fails
+    /// validation, or one that is not where the index says).
+    Damaged,
+    /// The offset is not in the log.
+    Missing,
+    /// Reading it failed (the disk returns EIO): nothing can be said yet.
+    Unreadable,
+}
+
+impl Stored {
+    fn describe(&self) -> String {
+        match self {
+            Stored::Value(v) => format!("{:?}", String::from_utf8_lossy(v)),
+            Stored::Damaged => "a damaged batch".to_string(),
+            Stored::Missing => "nothing".to_string(),
+            Stored::Unreadable => "an unreadable batch".to_string(),
+        }
+    }
+}
+
+/// A replica that found damage (or whose log directory failed) reports itself lost and must
+/// not lead until the controller has taken it out of the ISR and ELR (DESIGN.md: a replica
+/// that found corruption is never elected as a clean replica).
+fn check_damaged_replicas(brokers: &[(i32, Arc<Broker>)], out: &mut Vec<Violation>) {
+    for (id, broker) in brokers {
+        for partition in broker.all_partitions() {
+            let health = partition.health();
+            if health != StorageHealth::Healthy && partition.is_leader() {
+                out.push(structural(
+                    "a replica that found damage never leads as a clean replica",
+                    format!(
+                        "{} on broker {id} leads in leader epoch {} while {health:?}",
+                        partition.tp,
+                        partition.leader_epoch().0
+                    ),
+                ));
+            }
+        }
     }
 }
 
@@ -398,22 +477,36 @@ pub fn newest_image(world: &World) -> Option<Arc<ClusterImage>> {
         .max_by_key(|i| i.last_applied().map_or(-1, |o| o.0))
 }
 
-/// The record at `offset` of a partition's log, if it has one.
+/// The record at `offset` of a partition's log, if a valid batch holds it.
 pub fn record_at(partition: &Partition, offset: i64) -> Option<Bytes> {
-    let log = partition.lock_log().ok()?;
-    if offset >= log.log_end_offset().0 {
-        return None;
+    match stored_record(partition, offset) {
+        Stored::Value(v) => Some(v),
+        Stored::Damaged | Stored::Missing | Stored::Unreadable => None,
     }
-    let data = log.read(Offset(offset), 1, None, true).ok()?;
+}
+
+/// What a partition's log holds at `offset`.
+pub fn stored_record(partition: &Partition, offset: i64) -> Stored {
+    let Ok(log) = partition.lock_log() else {
+        return Stored::Missing;
+    };
+    if offset >= log.log_end_offset().0 || offset < log.log_start_offset().0 {
+        return Stored::Missing;
+    }
+    let Ok(data) = log.read(Offset(offset), 1, None, true) else {
+        return Stored::Unreadable;
+    };
     for batch in BatchIter::new(&data.records) {
-        let batch = batch.ok()?;
-        for r in decode_records(batch.bytes)? {
+        let Ok(batch) = batch else {
+            return Stored::Damaged;
+        };
+        for r in decode_records(batch.bytes).unwrap_or_default() {
             if r.offset == offset {
-                return Some(Bytes::from(r.value));
+                return Stored::Value(Bytes::from(r.value));
             }
         }
     }
-    None
+    Stored::Damaged
 }
 
 /// Every record of a partition's log below `limit`.
@@ -442,6 +535,64 @@ pub fn records_below(partition: &Partition, limit: i64) -> BTreeMap<i64, Bytes> 
         next = last.0 + 1;
     }
     out
+}
+
+impl Checker {
+    /// A broker whose logs lost data at start (a torn tail, damage set aside) or whose log
+    /// directory failed registers as an unclean shutdown (KIP-966, issue 19): the controller
+    /// takes it out of every ISR and ELR before its registration record. Seen from the images:
+    /// where it was a member before its registration appeared, the registration changed the
+    /// partition (a new partition epoch).
+    fn check_registrations(
+        &mut self,
+        world: &World,
+        image: &ClusterImage,
+        brokers: &[(i32, Arc<Broker>)],
+        out: &mut Vec<Violation>,
+    ) {
+        for (id, broker) in brokers {
+            let incarnation = world
+                .host(&crate::world::broker_host(*id))
+                .map_or(0, |h| h.incarnation);
+            let epoch = broker.broker_epoch();
+            if epoch < 0 || self.registrations_checked.get(id) == Some(&incarnation) {
+                continue;
+            }
+            if image
+                .broker(BrokerId(*id))
+                .is_none_or(|r| r.epoch.0 != epoch)
+            {
+                continue;
+            }
+            self.registrations_checked.insert(*id, incarnation);
+            if !broker.logs_lost_data() && broker.offline_log_dirs().is_empty() {
+                continue;
+            }
+            let Some(before) = &self.previous_image else {
+                continue;
+            };
+            let member = |s: &keel_controller::partition::PartitionState| {
+                s.isr.contains(&BrokerId(*id)) || s.elr.contains(&BrokerId(*id))
+            };
+            for (tp, state) in image.partitions() {
+                let unchanged = before
+                    .partition(tp)
+                    .is_some_and(|b| member(b) && b.partition_epoch == state.partition_epoch);
+                if member(state) && unchanged {
+                    out.push(Violation {
+                        property: "a replica that lost data registers as an unclean shutdown",
+                        detail: format!(
+                            "broker {id} registered (broker epoch {epoch}) after its logs lost data or a log directory failed, and stays in the ISR/ELR of {}-{} (partition epoch {})",
+                            topic_name(image, tp.topic).unwrap_or_default(),
+                            tp.partition,
+                            state.partition_epoch.0
+                        ),
+                        durability: true,
+                    });
+                }
+            }
+        }
+    }
 }
 
 /// Replicas agree on every record below both their high watermarks.

@@ -258,11 +258,14 @@ fn search_cmd(
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(seeds.start));
     let failures = Arc::new(Mutex::new(Vec::new()));
+    // Storage faults injected, and the seeds that drew them.
+    let disk = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     let total = seeds.end - seeds.start;
     let mut workers = Vec::new();
     for _ in 0..jobs.max(1) {
         let next = next.clone();
         let failures = failures.clone();
+        let disk = disk.clone();
         let end = seeds.end;
         workers.push(std::thread::spawn(move || loop {
             let seed = next.fetch_add(1, Ordering::SeqCst);
@@ -275,10 +278,15 @@ fn search_cmd(
                 .spawn(move || search::run_seed(seed, seconds, trace))
                 .expect("spawn a seed thread")
                 .join();
+            if let Ok(o) = &result {
+                disk.0.fetch_add(o.disk_faults, Ordering::SeqCst);
+                disk.1.fetch_add(u64::from(o.disk_faults > 0), Ordering::SeqCst);
+            }
             match result {
                 Ok(o) if o.failures.is_empty() => println!(
-                    "seed {seed}: ok ({} faults, {} acks=all records, {} steps, {:.1}s, trace {:016x}) {}",
+                    "seed {seed}: ok ({} faults, {} of the disk, {} acks=all records, {} steps, {:.1}s, trace {:016x}) {}",
                     o.faults,
+                    o.disk_faults,
                     o.acked,
                     o.steps,
                     o.wall.as_secs_f64(),
@@ -309,8 +317,10 @@ fn search_cmd(
     }
     let failed = failures.lock().unwrap_or_else(|e| e.into_inner()).clone();
     println!(
-        "{total} seeds, {} failed, {:.0}s wall{}",
+        "{total} seeds, {} failed, {} storage faults in {} seeds, {:.0}s wall{}",
         failed.len(),
+        disk.0.load(Ordering::SeqCst),
+        disk.1.load(Ordering::SeqCst),
         started.elapsed().as_secs_f64(),
         if failed.is_empty() {
             String::new()

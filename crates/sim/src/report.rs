@@ -80,6 +80,31 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// What each storage fault costs and what the operator sees (issue 19), after the table.
+const STORAGE_FAULTS: &str = "
+## Storage faults: what each costs
+
+A replica whose disk lied or failed has lost data, like one that lost its page cache: it is \
+not clean, leaves the ISR and ELR and re-replicates from the leader. What that costs is the \
+re-replication of what it lost and, where it led, one leader change; nothing acknowledged is \
+lost while a clean ISR or ELR member exists. Damaged data is set aside, never deleted \
+(`docs/operations.md`, *Storage faults*, lists the log lines, metrics and `keel status` lines; \
+`docs/benchmarks.md` what the checks cost).
+
+| fault | scenario | what it costs | what the operator sees |
+|---|---|---|---|
+| bit rot in a closed segment of a stopped broker | `issue19-corrupt-first-batch` | that replica's log from the damaged batch on, re-replicated; it registers as an unclean shutdown, so while it is the only ELR member the partition waits for a clean replica instead of electing its short log (offline 7.4 s here, in both modes: Kafka's rules had no ELR to lose it from) | ERROR `damaged log data set aside`, WARN `registering as an unclean shutdown`, the quarantine directory, `keel status`: damaged data set aside |
+| bit rot found by a leader's verified read for a follower | `issue19-corrupt-closed-segment` | one leader change, no time offline; the follower never receives the corrupt batch | ERROR `damaged log data`, `keel_log_damage_found_total{found_by=\"follower_read\"}`, the quarantine |
+| bit rot in the last replica standing (the scrubber finds it) | `issue19-last-replica-damaged` | the Balanced recovery decides with the truncated log end and elects the longer replica: nothing lost; Kafka's rules elect the damaged last ISR member with what it has left (8 of 40 lost) | as above, `found_by=\"scrub\"`; the partition's recovery in `keel status` |
+| a torn write | `issue19-torn-write` | one leader change; the producer retries once (NOT_LEADER_OR_FOLLOWER) | as for bit rot |
+| a lost write (the disk acknowledged an append and its fsync it never made) | `issue19-lost-write` | found by the next recovery: the log ends before the hole, the rest of the segment is quarantined and re-replicated | WARN/ERROR at start, unclean registration, the quarantine |
+| a misdirected write (a valid batch in the wrong place) | search, seed 1694 (`--seconds 40`) | as for bit rot: a verified read requires each batch to hold the offsets asked for | as for bit rot |
+| a failed fsync | `issue19-failed-fsync` | the whole log directory, offline until a restart (never retried as if the data were safe); the high watermark stops waiting for it at once | ERROR `log directory failed`, `keel_log_dir_offline_count`, `keel status`: offline log directories |
+| a full disk (ENOSPC), EIO | `issue19-full-disk` | that directory's partitions, led and followed elsewhere until a restart; the broker's other directories go on | as for a failed fsync; producers get `KAFKA_STORAGE_ERROR` and move to the new leader |
+
+The randomized search draws these faults for 40% of its seeds (`docs/simulator.md`).
+";
+
 /// The whole of `docs/durability.md`: how it was made, the table, and what each scenario is.
 pub fn document(rows: &[Row], table: &str, seed: u64) -> String {
     let mut out = String::new();
@@ -105,6 +130,15 @@ pub fn document(rows: &[Row], table: &str, seed: u64) -> String {
          controller's stale view never reaches a broker (Raft commits, the checkers' one active \
          controller per epoch), so its row reads the same in both.\n",
     );
+    out.push_str(
+        "\nThe `issue19-` scenarios inject storage faults (bit rot, torn, misdirected and lost \
+         writes, a full disk, a failed fsync: `docs/scenarios.md`). Classic mode runs Keel's \
+         handling of them too — damage set aside and quarantined, a failed log directory taken \
+         offline, an unclean registration after a log lost data — and differs only in the \
+         election rules: where the last ISR member lost data (`issue19-last-replica-damaged`) \
+         Kafka's rules elect it again with what it has left.\n",
+    );
+    out.push_str(STORAGE_FAULTS);
     out.push_str("\n## The scenarios\n\n");
     for row in rows {
         let _ = writeln!(

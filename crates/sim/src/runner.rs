@@ -142,6 +142,32 @@ pub fn holds(world: &World, cond: &Condition) -> Result<(), String> {
                 Err(format!("broker {node} is {:?}", reg.state))
             }
         }
+        Condition::DirOffline { node, dir, offline } => {
+            let broker = world
+                .host(&broker_host(*node))
+                .ok()
+                .and_then(|h| h.running_broker())
+                .ok_or_else(|| format!("broker {node} is not running"))?;
+            let offline_dirs: Vec<std::path::PathBuf> = broker
+                .offline_log_dirs()
+                .into_iter()
+                .map(|d| d.path)
+                .collect();
+            let found = match dir {
+                Some(i) => {
+                    let path = world.broker_log_dirs(*node)[*i as usize].clone();
+                    offline_dirs.contains(&path)
+                }
+                None => !offline_dirs.is_empty(),
+            };
+            if found == *offline {
+                Ok(())
+            } else {
+                Err(format!(
+                    "broker {node}'s offline log directories are {offline_dirs:?}"
+                ))
+            }
+        }
         Condition::Ready(id) => {
             let ready = world
                 .host(&broker_host(*id))
@@ -159,6 +185,7 @@ pub fn holds(world: &World, cond: &Condition) -> Result<(), String> {
 pub fn run(scenario: &Scenario, mode: Mode, seed: u64, verbose: bool) -> Outcome {
     let mut config = WorldConfig::new(seed, scenario.brokers, mode);
     config.controllers = scenario.controllers;
+    config.log_dirs = scenario.log_dirs;
     config.configs = scenario.configs.clone();
     let mut outcome = Outcome {
         scenario: scenario.name.clone(),
@@ -447,6 +474,19 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             }
         }
         Step::Expect(expectation) => expect(sim, expectation),
+        Step::Corrupt {
+            broker,
+            tp,
+            segment,
+            at,
+            bytes,
+        } => sim
+            .corrupt(*broker, &tp_of(tp), *segment, *at, *bytes)
+            .map_err(err),
+        Step::Disk { broker, fault, dir } => sim
+            .disk_fault(*broker, dir.map(|d| d as usize), *fault)
+            .map_err(err),
+        Step::HealDisk(broker) => sim.world.heal_disk(*broker).map_err(err),
     }
 }
 
@@ -469,6 +509,50 @@ fn expect(sim: &mut Sim, expectation: &Expectation) -> Result<(), String> {
                 Ok(())
             } else {
                 Err(format!("{acked} acks=all records were acknowledged"))
+            }
+        }
+        Expectation::Quarantined {
+            node,
+            tp,
+            cmp,
+            bytes,
+        } => {
+            let found = sim.world.quarantined_bytes(*node, &tp.topic, tp.partition);
+            if compare(cmp, found as i64, *bytes as i64) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "broker {node} has {found} bytes of {tp} in quarantine"
+                ))
+            }
+        }
+        Expectation::Missing {
+            node,
+            tp,
+            cmp,
+            count,
+        } => {
+            let missing = sim
+                .missing(*node, &tp_of(tp))
+                .ok_or_else(|| format!("broker {node} is not running or has no replica of {tp}"))?;
+            if compare(cmp, missing as i64, *count as i64) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "broker {node}'s replica lacks {missing} acknowledged acks=all records"
+                ))
+            }
+        }
+        Expectation::LogDir { node, tp, dir } => {
+            let found = sim
+                .world
+                .partition_dir(*node, &tp.topic, tp.partition)
+                .ok_or_else(|| format!("broker {node} has no directory for {tp}"))?;
+            let want = &sim.world.broker_log_dirs(*node)[*dir as usize];
+            if found.starts_with(want) {
+                Ok(())
+            } else {
+                Err(format!("{tp} is in {} on broker {node}", found.display()))
             }
         }
         Expectation::Offline { tp, offline } => {

@@ -12,12 +12,18 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub use crate::disk::DiskFault;
+pub use crate::world::SegmentChoice;
+
 /// A broker id. Brokers are numbered `1..=brokers`; the controller is not a broker and is named
 /// by the keyword `controller` (see [`Node`]).
 pub type NodeId = i32;
 
 /// The most brokers a scenario may declare (`brokers 1` ..= `brokers 9`).
 pub const MAX_BROKERS: u32 = 9;
+
+/// The most log directories per broker a scenario may declare (`log-dirs 1` ..= `log-dirs 4`).
+pub const MAX_LOG_DIRS: u32 = 4;
 
 /// How long `await` waits when the step has no `within`.
 /// The Kafka APIs a `hold` step can name, with their API keys.
@@ -118,6 +124,8 @@ pub struct Scenario {
     pub brokers: u32,
     /// `controllers <n>` (1, 3 or 5; default 1): the controller quorum.
     pub controllers: u32,
+    /// `log-dirs <n>` (`1..=MAX_LOG_DIRS`; default 1): log directories per broker.
+    pub log_dirs: u32,
     /// `config <key>=<value>...`: cluster configs, in file order.
     pub configs: Vec<(String, String)>,
     /// `topic ...`: the topics that exist before the first step, in file order.
@@ -296,6 +304,28 @@ pub enum Step {
     },
     /// `expect <expectation>`: check immediately, without advancing time.
     Expect(Expectation),
+    /// `corrupt <broker> <tp> [segment=<n>|last] [at=<byte>] [bytes=<n>]`: bit rot — every
+    /// bit of `bytes` bytes of one segment file of the broker's replica flips, durable or not.
+    Corrupt {
+        broker: NodeId,
+        tp: Tp,
+        /// Which segment file (default the first).
+        segment: SegmentChoice,
+        /// The first byte (default: the middle of the file).
+        at: Option<u64>,
+        /// How many bytes (default 1).
+        bytes: u64,
+    },
+    /// `disk-full <broker> [dir=<i>]`, `disk-error <broker> write|read|fsync [dir=<i>]`,
+    /// `disk-lie <broker> torn|misdirected|lost [dir=<i>]`: a fault of the broker's disk, in
+    /// log directory `dir` (index in `log.dirs`) or, without it, in all of them.
+    Disk {
+        broker: NodeId,
+        fault: DiskFault,
+        dir: Option<u32>,
+    },
+    /// `heal-disk <broker>`: every fault of the broker's disk ends (what they did stays).
+    HealDisk(NodeId),
 }
 
 /// What `alter-config` changes.
@@ -356,6 +386,14 @@ pub enum Condition {
     },
     /// `ready <broker>`: registered, unfenced and serving.
     Ready(NodeId),
+    /// `dir-offline <broker> [dir=<i>]` / `dir-online <broker> [dir=<i>]`: the running broker
+    /// has log directory `dir` offline (without `dir`: any / none).
+    DirOffline {
+        node: NodeId,
+        dir: Option<u32>,
+        /// `true` for `dir-offline`.
+        offline: bool,
+    },
 }
 
 /// A comparison: `actual <cmp> expected`.
@@ -427,6 +465,24 @@ pub enum Expectation {
         /// `true` for `offline`, `false` for `online`.
         offline: bool,
     },
+    /// `expect quarantined <broker> <tp> <cmp> <bytes>`: bytes of the broker's replica set
+    /// aside in quarantine directories.
+    Quarantined {
+        node: NodeId,
+        tp: Tp,
+        cmp: Cmp,
+        bytes: u64,
+    },
+    /// `expect missing <broker> <tp> <cmp> <n>`: acknowledged `acks=all` records the running
+    /// broker's replica does not hold in a valid batch.
+    Missing {
+        node: NodeId,
+        tp: Tp,
+        cmp: Cmp,
+        count: u64,
+    },
+    /// `expect log-dir <broker> <tp> = <i>`: the broker's replica is in log directory `i`.
+    LogDir { node: NodeId, tp: Tp, dir: u32 },
 }
 
 /// Why a scenario file does not parse.
@@ -491,8 +547,17 @@ pub fn parse(text: &str) -> Result<Scenario, ParseError> {
 
 type Res<T> = Result<T, String>;
 
-const HEADER_DIRECTIVES: [&str; 6] = ["name", "brokers", "controllers", "config", "topic", "modes"];
-const CONDITIONS: &str = "leader, isr, elr, last-known-elr, leader-epoch, fenced, unfenced, ready";
+const HEADER_DIRECTIVES: [&str; 7] = [
+    "name",
+    "brokers",
+    "controllers",
+    "log-dirs",
+    "config",
+    "topic",
+    "modes",
+];
+const CONDITIONS: &str = "leader, isr, elr, last-known-elr, leader-epoch, fenced, unfenced, \
+                          ready, dir-offline, dir-online";
 const TOPIC_USAGE: &str = "topic <name> partitions=<n> replication-factor=<n> \
                            [replicas=<ids>[;<ids>...]] [config.<key>=<value>...]";
 
@@ -502,6 +567,7 @@ struct Parser {
     name: Option<String>,
     brokers: Option<u32>,
     controllers: Option<u32>,
+    log_dirs: Option<u32>,
     configs: Vec<(String, String)>,
     topics: Vec<TopicSpec>,
     modes: Option<Vec<Mode>>,
@@ -562,6 +628,7 @@ impl Parser {
             description: self.description,
             brokers,
             controllers: self.controllers.unwrap_or(1),
+            log_dirs: self.log_dirs.unwrap_or(1),
             configs: self.configs,
             topics: self.topics,
             modes: self.modes.unwrap_or_else(|| Mode::ALL.to_vec()),
@@ -619,6 +686,21 @@ impl Parser {
                     ));
                 }
                 self.controllers = Some(count);
+            }
+            "log-dirs" => {
+                if self.log_dirs.is_some() {
+                    return Err("duplicate `log-dirs`".to_string());
+                }
+                let [count] = args else {
+                    return Err(arity(args, 1, "log-dirs <n>"));
+                };
+                let count: u32 = parse_uint(count, "the log directory count")?;
+                if !(1..=MAX_LOG_DIRS).contains(&count) {
+                    return Err(format!(
+                        "log directory count {count} out of range 1..={MAX_LOG_DIRS}"
+                    ));
+                }
+                self.log_dirs = Some(count);
             }
             "config" => {
                 if args.is_empty() {
@@ -880,6 +962,14 @@ impl Parser {
             }
             "alter-config" => self.alter_config(args)?,
             "expect" => Step::Expect(self.expectation(args)?),
+            "corrupt" => self.corrupt(args)?,
+            "disk-full" | "disk-error" | "disk-lie" => self.disk(keyword, args)?,
+            "heal-disk" => {
+                let [id] = args else {
+                    return Err(arity(args, 1, "heal-disk <broker>"));
+                };
+                Step::HealDisk(self.broker(id)?)
+            }
             _ => return Err(format!("unknown directive or step `{keyword}`")),
         };
         Ok(step)
@@ -919,6 +1009,103 @@ impl Parser {
         })
     }
 
+    fn corrupt(&self, args: &[&str]) -> Res<Step> {
+        const USAGE: &str =
+            "corrupt <broker> <topic>/<partition> [segment=<n>|last] [at=<byte>] [bytes=<n>]";
+        let [id, tp, pairs @ ..] = args else {
+            return Err(format!("incomplete, expected `{USAGE}`"));
+        };
+        let (broker, tp) = (self.broker(id)?, self.tp(tp)?);
+        let (mut segment, mut at, mut bytes) = (SegmentChoice::Index(0), None, 1);
+        for (key, value) in unique_pairs(pairs)? {
+            match key {
+                "segment" if value == "last" => segment = SegmentChoice::Last,
+                "segment" => segment = SegmentChoice::Index(parse_uint(value, "segment")?),
+                "at" => at = Some(parse_uint(value, "at")?),
+                "bytes" => {
+                    bytes = parse_uint(value, "bytes")?;
+                    if bytes == 0 {
+                        return Err("bytes must be at least 1".to_string());
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown key `{key}` (expected segment, at or bytes)"
+                    ))
+                }
+            }
+        }
+        Ok(Step::Corrupt {
+            broker,
+            tp,
+            segment,
+            at,
+            bytes,
+        })
+    }
+
+    fn disk(&self, keyword: &str, args: &[&str]) -> Res<Step> {
+        let (usage, kinds): (&str, &[(&str, DiskFault)]) = match keyword {
+            "disk-full" => ("disk-full <broker> [dir=<i>]", &[]),
+            "disk-error" => (
+                "disk-error <broker> write|read|fsync [dir=<i>]",
+                &[
+                    ("write", DiskFault::WriteErrors),
+                    ("read", DiskFault::ReadErrors),
+                    ("fsync", DiskFault::FailedFsync),
+                ],
+            ),
+            _ => (
+                "disk-lie <broker> torn|misdirected|lost [dir=<i>]",
+                &[
+                    ("torn", DiskFault::TornWrite),
+                    ("misdirected", DiskFault::MisdirectedWrite),
+                    ("lost", DiskFault::LostWrite),
+                ],
+            ),
+        };
+        let Some((&id, rest)) = args.split_first() else {
+            return Err(format!("incomplete, expected `{usage}`"));
+        };
+        let broker = self.broker(id)?;
+        let (fault, rest) = if kinds.is_empty() {
+            (DiskFault::Full, rest)
+        } else {
+            let Some((&kind, rest)) = rest.split_first() else {
+                return Err(format!("incomplete, expected `{usage}`"));
+            };
+            let fault = kinds
+                .iter()
+                .find(|(name, _)| *name == kind)
+                .map(|(_, fault)| *fault)
+                .ok_or_else(|| format!("unknown fault `{kind}`; expected `{usage}`"))?;
+            (fault, rest)
+        };
+        let dir = match rest {
+            [] => None,
+            [pair] => match key_value(pair)? {
+                ("dir", value) => Some(self.log_dir(value)?),
+                (key, _) => return Err(format!("unknown key `{key}`; expected `{usage}`")),
+            },
+            _ => return Err(arity(rest, 1, usage)),
+        };
+        Ok(Step::Disk { broker, fault, dir })
+    }
+
+    /// A log directory index (`0..log-dirs`).
+    fn log_dir(&self, value: &str) -> Res<u32> {
+        let dir: u32 = parse_uint(value, "dir")?;
+        let dirs = self.log_dirs.unwrap_or(1);
+        if dir >= dirs {
+            return Err(format!(
+                "dir={dir} out of range: each broker has {dirs} log director{} (see `log-dirs`), 0..={}",
+                if dirs == 1 { "y" } else { "ies" },
+                dirs - 1
+            ));
+        }
+        Ok(dir)
+    }
+
     fn partition(&self, args: &[&str]) -> Res<Step> {
         const USAGE: &str = "partition <node>,... | <node>,...";
         let joined = args.join(" ");
@@ -950,7 +1137,10 @@ impl Parser {
         let Some((&kind, rest)) = cond.split_first() else {
             return Err("incomplete, expected `await <condition> [within <duration>]`".to_string());
         };
-        if matches!(kind, "lost" | "acked" | "offline" | "online") {
+        if matches!(
+            kind,
+            "lost" | "acked" | "offline" | "online" | "quarantined" | "missing" | "log-dir"
+        ) {
             return Err(format!(
                 "`{kind}` can only be checked by `expect`; `await` takes a condition ({CONDITIONS})"
             ));
@@ -1072,6 +1262,22 @@ impl Parser {
                 };
                 Condition::Ready(self.broker(id)?)
             }
+            "dir-offline" | "dir-online" => {
+                let usage = format!("{kind} <broker> [dir=<i>]");
+                let (id, dir) = match args {
+                    [id] => (id, None),
+                    [id, pair] => match key_value(pair)? {
+                        ("dir", value) => (id, Some(self.log_dir(value)?)),
+                        (key, _) => return Err(format!("unknown key `{key}`; expected `{usage}`")),
+                    },
+                    _ => return Err(arity(args, 2, &usage)),
+                };
+                Condition::DirOffline {
+                    node: self.broker(id)?,
+                    dir,
+                    offline: kind == "dir-offline",
+                }
+            }
             _ => return Ok(None),
         };
         Ok(Some(cond))
@@ -1109,6 +1315,46 @@ impl Parser {
                     Expectation::Acked { tp, cmp, count }
                 }
             }
+            "quarantined" | "missing" => {
+                let [id, tp, cmp, count] = args else {
+                    return Err(arity(
+                        args,
+                        4,
+                        &format!("expect {kind} <broker> <topic>/<partition> <cmp> <n>"),
+                    ));
+                };
+                let (node, tp, cmp) = (self.broker(id)?, self.tp(tp)?, parse_cmp(cmp)?);
+                let count = parse_uint(count, "the count")?;
+                if kind == "quarantined" {
+                    Expectation::Quarantined {
+                        node,
+                        tp,
+                        cmp,
+                        bytes: count,
+                    }
+                } else {
+                    Expectation::Missing {
+                        node,
+                        tp,
+                        cmp,
+                        count,
+                    }
+                }
+            }
+            "log-dir" => {
+                let [id, tp, "=", dir] = args else {
+                    return Err(arity(
+                        args,
+                        4,
+                        "expect log-dir <broker> <topic>/<partition> = <i>",
+                    ));
+                };
+                Expectation::LogDir {
+                    node: self.broker(id)?,
+                    tp: self.tp(tp)?,
+                    dir: self.log_dir(dir)?,
+                }
+            }
             "offline" | "online" => {
                 let [tp] = args else {
                     return Err(arity(
@@ -1127,7 +1373,7 @@ impl Parser {
                 None => {
                     return Err(format!(
                         "unknown expectation `{kind}` (expected lost, acked, offline, online, \
-                         {CONDITIONS})"
+                         quarantined, missing, log-dir, {CONDITIONS})"
                     ));
                 }
             },
@@ -1477,6 +1723,18 @@ impl fmt::Display for Condition {
                 fenced: false,
             } => write!(f, "unfenced {node}"),
             Condition::Ready(node) => write!(f, "ready {node}"),
+            Condition::DirOffline { node, dir, offline } => {
+                let kind = if *offline {
+                    "dir-offline"
+                } else {
+                    "dir-online"
+                };
+                write!(f, "{kind} {node}")?;
+                if let Some(dir) = dir {
+                    write!(f, " dir={dir}")?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -1489,6 +1747,19 @@ impl fmt::Display for Expectation {
             Expectation::Acked { tp, cmp, count } => write!(f, "acked {tp} {cmp} {count}"),
             Expectation::Offline { tp, offline: true } => write!(f, "offline {tp}"),
             Expectation::Offline { tp, offline: false } => write!(f, "online {tp}"),
+            Expectation::Quarantined {
+                node,
+                tp,
+                cmp,
+                bytes,
+            } => write!(f, "quarantined {node} {tp} {cmp} {bytes}"),
+            Expectation::Missing {
+                node,
+                tp,
+                cmp,
+                count,
+            } => write!(f, "missing {node} {tp} {cmp} {count}"),
+            Expectation::LogDir { node, tp, dir } => write!(f, "log-dir {node} {tp} = {dir}"),
         }
     }
 }
@@ -1556,6 +1827,43 @@ impl fmt::Display for Step {
                 value.as_deref().unwrap_or("")
             ),
             Step::Expect(expectation) => write!(f, "expect {expectation}"),
+            Step::Corrupt {
+                broker,
+                tp,
+                segment,
+                at,
+                bytes,
+            } => {
+                write!(f, "corrupt {broker} {tp}")?;
+                match segment {
+                    SegmentChoice::Index(n) => write!(f, " segment={n}")?,
+                    SegmentChoice::Last => f.write_str(" segment=last")?,
+                }
+                if let Some(at) = at {
+                    write!(f, " at={at}")?;
+                }
+                write!(f, " bytes={bytes}")
+            }
+            Step::Disk { broker, fault, dir } => {
+                let (keyword, kind) = match fault {
+                    DiskFault::Full => ("disk-full", None),
+                    DiskFault::WriteErrors => ("disk-error", Some("write")),
+                    DiskFault::ReadErrors => ("disk-error", Some("read")),
+                    DiskFault::FailedFsync => ("disk-error", Some("fsync")),
+                    DiskFault::TornWrite => ("disk-lie", Some("torn")),
+                    DiskFault::MisdirectedWrite => ("disk-lie", Some("misdirected")),
+                    DiskFault::LostWrite => ("disk-lie", Some("lost")),
+                };
+                write!(f, "{keyword} {broker}")?;
+                if let Some(kind) = kind {
+                    write!(f, " {kind}")?;
+                }
+                if let Some(dir) = dir {
+                    write!(f, " dir={dir}")?;
+                }
+                Ok(())
+            }
+            Step::HealDisk(broker) => write!(f, "heal-disk {broker}"),
         }
     }
 }
@@ -1608,6 +1916,9 @@ impl fmt::Display for Scenario {
         writeln!(f, "brokers {}", self.brokers)?;
         if self.controllers != 1 {
             writeln!(f, "controllers {}", self.controllers)?;
+        }
+        if self.log_dirs != 1 {
+            writeln!(f, "log-dirs {}", self.log_dirs)?;
         }
         for (key, value) in &self.configs {
             writeln!(f, "config {key}={value}")?;
@@ -1798,6 +2109,147 @@ mod tests {
                 api: "GetReplicaLogInfo".to_string(),
                 answer: true,
             }
+        );
+    }
+
+    // Shows: the storage-fault steps (issue 19) parse with their defaults, `log-dirs` bounds the
+    // `dir=` of steps and conditions, the storage expectations parse, and every form prints back
+    // to itself.
+    #[test]
+    fn storage_fault_steps() {
+        let s = parse(
+            "name s\nbrokers 3\nlog-dirs 2\ntopic t partitions=2 replication-factor=3\n\
+             corrupt 1 t/0\ncorrupt 2 t/1 segment=last at=30 bytes=16\ncorrupt 3 t/0 segment=2\n\
+             disk-full 1\ndisk-full 2 dir=1\ndisk-error 1 write\ndisk-error 2 read dir=0\n\
+             disk-error 3 fsync\ndisk-lie 1 torn\ndisk-lie 2 misdirected dir=1\n\
+             disk-lie 3 lost\nheal-disk 2\nawait dir-offline 1 dir=0 within 5s\n\
+             await dir-online 2\nexpect dir-offline 3\nexpect quarantined 1 t/0 >= 4000\n\
+             expect missing 3 t/1 = 0\nexpect log-dir 1 t/1 = 1\n",
+        )
+        .unwrap();
+        assert_eq!(s.log_dirs, 2);
+        let items: Vec<Step> = s.steps.iter().map(|l| l.item.clone()).collect();
+        assert_eq!(
+            items[..3],
+            [
+                Step::Corrupt {
+                    broker: 1,
+                    tp: tp(0),
+                    segment: SegmentChoice::Index(0),
+                    at: None,
+                    bytes: 1
+                },
+                Step::Corrupt {
+                    broker: 2,
+                    tp: tp(1),
+                    segment: SegmentChoice::Last,
+                    at: Some(30),
+                    bytes: 16
+                },
+                Step::Corrupt {
+                    broker: 3,
+                    tp: tp(0),
+                    segment: SegmentChoice::Index(2),
+                    at: None,
+                    bytes: 1
+                },
+            ]
+        );
+        let disk = |broker, fault, dir| Step::Disk { broker, fault, dir };
+        assert_eq!(
+            items[3..11],
+            [
+                disk(1, DiskFault::Full, None),
+                disk(2, DiskFault::Full, Some(1)),
+                disk(1, DiskFault::WriteErrors, None),
+                disk(2, DiskFault::ReadErrors, Some(0)),
+                disk(3, DiskFault::FailedFsync, None),
+                disk(1, DiskFault::TornWrite, None),
+                disk(2, DiskFault::MisdirectedWrite, Some(1)),
+                disk(3, DiskFault::LostWrite, None),
+            ]
+        );
+        assert_eq!(items[11], Step::HealDisk(2));
+        assert_eq!(
+            items[12],
+            Step::Await {
+                cond: Condition::DirOffline {
+                    node: 1,
+                    dir: Some(0),
+                    offline: true
+                },
+                within: Duration::from_secs(5)
+            }
+        );
+        assert_eq!(
+            items[15..],
+            [
+                Step::Expect(Expectation::Quarantined {
+                    node: 1,
+                    tp: tp(0),
+                    cmp: Cmp::Ge,
+                    bytes: 4000
+                }),
+                Step::Expect(Expectation::Missing {
+                    node: 3,
+                    tp: tp(1),
+                    cmp: Cmp::Eq,
+                    count: 0
+                }),
+                Step::Expect(Expectation::LogDir {
+                    node: 1,
+                    tp: tp(1),
+                    dir: 1
+                }),
+            ]
+        );
+        let text = s.to_string();
+        assert!(text.contains("log-dirs 2\n"), "{text}");
+        assert!(text.contains("corrupt 1 t/0 segment=0 bytes=1\n"), "{text}");
+        assert!(text.contains("disk-lie 2 misdirected dir=1\n"), "{text}");
+        let reparsed = parse(&text).unwrap();
+        let strip = |s: &Scenario| {
+            let mut s = s.clone();
+            s.steps.iter_mut().for_each(|line| line.line = 0);
+            s
+        };
+        assert_eq!(strip(&s), strip(&reparsed));
+        assert_eq!(reparsed.to_string(), text);
+    }
+
+    // Shows: malformed storage steps name the line and the problem.
+    #[test]
+    fn storage_fault_errors() {
+        step_err("corrupt 1\n", 4, "incomplete");
+        step_err("corrupt 4 t/0\n", 4, "broker 4 out of range");
+        step_err("corrupt 1 t/0 segment=x\n", 4, "segment must be");
+        step_err("corrupt 1 t/0 bytes=0\n", 4, "at least 1");
+        step_err("corrupt 1 t/0 where=3\n", 4, "unknown key `where`");
+        step_err("corrupt 1 t/0 at=1 at=2\n", 4, "duplicate key");
+        step_err("disk-full\n", 4, "incomplete");
+        step_err("disk-full 1 dir=1\n", 4, "dir=1 out of range");
+        step_err("disk-full 1 disk=0\n", 4, "unknown key `disk`");
+        step_err("disk-error 1\n", 4, "incomplete");
+        step_err("disk-error 1 sync\n", 4, "unknown fault `sync`");
+        step_err("disk-lie 1 torn dir=0 dir=0\n", 4, "unexpected");
+        step_err("heal-disk\n", 4, "incomplete");
+        step_err("await dir-offline 1 dir=2\n", 4, "out of range");
+        step_err(
+            "await quarantined 1 t/0 > 0\n",
+            4,
+            "only be checked by `expect`",
+        );
+        step_err("expect missing 1 t/0\n", 4, "incomplete");
+        step_err("expect log-dir 1 t/0 1\n", 4, "expected `expect log-dir");
+        header_err(
+            "name x\nbrokers 3\nlog-dirs 0\nheal\n",
+            3,
+            "out of range 1..=4",
+        );
+        header_err(
+            "name x\nbrokers 3\nlog-dirs 2\nlog-dirs 2\nheal\n",
+            4,
+            "duplicate",
         );
     }
 

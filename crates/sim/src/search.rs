@@ -2,8 +2,11 @@
 //! often (so some runs hammer one mechanism, others mix many), runs a produce/consume workload
 //! through them in Keel mode, heals everything, and checks that every invariant held, that
 //! every partition is available again, and that nothing acknowledged was lost. Faults stay
-//! within the promise: only one broker (min ISR − 1 with min ISR 2) may lose unflushed data or
-//! its disk; the others may be killed, stopped, paused and cut off at will.
+//! within the promise: only one broker (min ISR − 1 with min ISR 2) may lose unflushed data,
+//! its disk, or suffer storage faults (bit rot, torn, misdirected and lost writes, EIO, ENOSPC,
+//! failed fsyncs: `disk.rs`); the others may be killed, stopped, paused and cut off at will. A
+//! broker whose log directory went offline is restarted (as an operator would) once its disk
+//! is healed.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,9 +18,24 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::checkers::newest_image;
+use crate::disk::DiskFault;
 use crate::net::Latency;
 use crate::sim::{partition_state, Sim, TopicPlan};
 use crate::world::{broker_host, HostKind, Life, Mode, WorldConfig};
+
+/// The share of seeds that draw storage faults.
+const DISK_FAULT_SHARE: f64 = 0.4;
+/// Broker configs of seeds with storage faults: segments of a few dozen records (damage lands
+/// in closed segments too), an index entry every 1 KiB (a clean start validates only the tail
+/// of a segment), and a scrub pass every 3 s.
+const DISK_FAULT_CONFIGS: &[(&str, &str)] = &[
+    ("log.segment.bytes", "4096"),
+    ("log.index.interval.bytes", "1024"),
+    ("log.scrub.interval.ms", "3000"),
+];
+
+/// How a broker's run ends when every log directory failed (`Broker::open`).
+const ALL_DIRS_FAILED: &str = "every log directory failed";
 
 /// The topic every search run uses.
 const TOPIC: &str = "search";
@@ -47,6 +65,9 @@ pub struct Swarm {
     pub fsync_latency: Duration,
     /// Controllers in the quorum (1 or 3).
     pub controllers: u32,
+    /// Storage faults on the lossy broker's disk (with small segments and a frequent scrubber,
+    /// so damage lands in closed segments and is looked for).
+    pub disk: bool,
 }
 
 impl Swarm {
@@ -77,6 +98,8 @@ impl Swarm {
             fsync_latency: Duration::from_micros(rng.gen_range(0..8_000)),
             // Drawn last, so the draws above stay what they were before the quorum.
             controllers: if rng.gen_bool(0.5) { 3 } else { 1 },
+            // After the quorum, for the same reason: seeds without storage faults run as before.
+            disk: rng.gen_bool(DISK_FAULT_SHARE),
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -84,7 +107,8 @@ impl Swarm {
             || swarm.clean_restart
             || swarm.pause
             || swarm.partition
-            || swarm.resets)
+            || swarm.resets
+            || swarm.disk)
         {
             swarm.kill = true;
         }
@@ -105,6 +129,7 @@ impl fmt::Display for Swarm {
             (self.partition, "partition"),
             (self.resets, "resets"),
             (self.controller_faults, "controller"),
+            (self.disk, "disk"),
         ] {
             if on {
                 kinds.push(name);
@@ -136,6 +161,8 @@ pub struct SeedOutcome {
     pub trace_hash: u64,
     pub steps: u64,
     pub faults: u64,
+    /// Storage faults among them.
+    pub disk_faults: u64,
     pub acked: u64,
     pub wall: Duration,
 }
@@ -146,6 +173,8 @@ enum Undo {
     Start(String),
     Resume(String),
     Heal,
+    /// End the broker's disk faults; restart it if a log directory of it went offline.
+    HealDisk(i32),
 }
 
 /// Runs one seed: `faulty` of simulated time with faults, then healing and final checks.
@@ -159,6 +188,7 @@ pub fn run_seed(seed: u64, faulty: Duration, verbose: bool) -> SeedOutcome {
         trace_hash: 0,
         steps: 0,
         faults: 0,
+        disk_faults: 0,
         acked: 0,
         wall: Duration::ZERO,
     };
@@ -185,6 +215,13 @@ fn run_seed_inner(
         ("min.insync.replicas".into(), "2".into()),
         ("unclean.recovery.strategy".into(), swarm.strategy.into()),
     ];
+    if swarm.disk {
+        config.configs.extend(
+            DISK_FAULT_CONFIGS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+    }
     let mut sim = Sim::new(config, verbose)?;
     // Proactive recovery trades durability for availability by design (KIP-966: it elects the
     // best replica that answered within 5 s, like unclean leader election): its seeds check
@@ -248,6 +285,9 @@ fn run_seed_inner(
         if now >= next_fault {
             if let Some((action, after)) = inject(&mut sim, swarm, &mut rng)? {
                 outcome.faults += 1;
+                if matches!(action, Undo::HealDisk(_)) {
+                    outcome.disk_faults += 1;
+                }
                 undo.entry(now + after.as_micros() as u64)
                     .or_default()
                     .push(action);
@@ -278,6 +318,10 @@ fn run_seed_inner(
                 Life::Paused { .. } => sim.world.resume(&name)?,
                 Life::Running => {}
             }
+        }
+        // Every disk healed, and a broker with an offline log directory restarted.
+        for id in sim.world.broker_ids() {
+            apply_undo(&mut sim, &Undo::HealDisk(id))?;
         }
         let ids = sim.world.broker_ids();
         let available = sim.run_until(Duration::from_secs(60), |w| {
@@ -380,8 +424,78 @@ fn apply_undo(sim: &mut Sim, action: &Undo) -> anyhow::Result<()> {
             sim.world.net.heal();
             sim.world.trace.event(sim.world.now_us(), "heal");
         }
+        Undo::HealDisk(id) => {
+            let host = broker_host(*id);
+            if !sim.world.host(&host)?.faults.rules().is_empty() {
+                sim.world.heal_disk(*id)?;
+            }
+            let gave_up = sim
+                .world
+                .host(&host)?
+                .exit
+                .as_deref()
+                .is_some_and(|e| e.contains(ALL_DIRS_FAILED));
+            if gave_up {
+                // A broker stops when every log directory failed (as Kafka does); it starts
+                // again once the disk is fixed.
+                sim.world.finish_stop(&host)?;
+                sim.world.start(&host)?;
+                return Ok(());
+            }
+            let offline = sim
+                .world
+                .host(&host)?
+                .running_broker()
+                .is_some_and(|b| !b.offline_log_dirs().is_empty());
+            if offline && sim.world.host(&host)?.life == Life::Running {
+                // The directory comes back by restart (what an operator does once the disk
+                // is fixed).
+                sim.shutdown(&host)?;
+                sim.world.start(&host)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// One storage fault on broker `id`'s disk: bit rot in one of its segment files (running or
+/// not), or a fault of the disk (a persistent one lasts until the undo heals it).
+fn inject_disk_fault(sim: &mut Sim, id: i32, rng: &mut StdRng) -> anyhow::Result<()> {
+    const FAULTS: [Option<DiskFault>; 8] = [
+        None, // bit rot
+        Some(DiskFault::TornWrite),
+        Some(DiskFault::MisdirectedWrite),
+        Some(DiskFault::LostWrite),
+        Some(DiskFault::WriteErrors),
+        Some(DiskFault::ReadErrors),
+        Some(DiskFault::Full),
+        Some(DiskFault::FailedFsync),
+    ];
+    match FAULTS[rng.gen_range(0..FAULTS.len())] {
+        Some(fault) => sim.disk_fault(id, None, fault),
+        None => {
+            let dirs = sim.world.partition_dirs(id);
+            let files: Vec<(std::path::PathBuf, u64)> = dirs
+                .iter()
+                .flat_map(|dir| sim.world.segment_files(id, dir))
+                .filter(|(_, size)| *size > 0)
+                .collect();
+            if files.is_empty() {
+                return Ok(());
+            }
+            let (path, size) = files[rng.gen_range(0..files.len())].clone();
+            let len = rng.gen_range(1..=16u64).min(size);
+            let start = rng.gen_range(0..=size - len);
+            let tp = path
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.rsplit_once('-'))
+                .and_then(|(topic, p)| Some((topic.to_string(), p.parse().ok()?)))
+                .ok_or_else(|| anyhow::anyhow!("{} is no partition's", path.display()))?;
+            sim.rot(id, &tp, &path, start, len)
+        }
+    }
 }
 
 /// Injects one fault the swarm allows; returns how to undo it and when.
@@ -399,6 +513,7 @@ fn inject(
         (swarm.pause, 4),
         (swarm.partition, 5),
         (swarm.resets, 6),
+        (swarm.disk, 7),
     ] {
         if on {
             kinds.push(kind);
@@ -446,6 +561,10 @@ fn inject(
         4 => {
             sim.world.pause(&target)?;
             Some((Undo::Resume(target), down_for))
+        }
+        7 => {
+            inject_disk_fault(sim, swarm.lossy_broker, rng)?;
+            Some((Undo::HealDisk(swarm.lossy_broker), down_for))
         }
         5 => {
             let others: Vec<String> = sim

@@ -10,8 +10,9 @@ use keel_controller::types::TopicPartition;
 
 use crate::checkers::{newest_image, record_at, Checker, Violation};
 use crate::client::{lock, Client, SharedOracle, Tp};
+use crate::disk::DiskFault;
 use crate::trace::Trace;
-use crate::world::{broker_host, Mode, World, WorldConfig, CLIENT_HOST};
+use crate::world::{broker_host, Mode, SegmentChoice, World, WorldConfig, CLIENT_HOST};
 
 /// How often (in steps) the expensive checks (replica agreement) run.
 const FULL_CHECK_EVERY: u64 = 1_000;
@@ -356,6 +357,20 @@ impl Sim {
         )
     }
 
+    /// Acknowledged `acks=all` records of `tp` that broker `id`'s replica does not hold in a
+    /// valid batch; `None` if the broker is not running or has no replica.
+    pub fn missing(&self, id: i32, tp: &Tp) -> Option<u64> {
+        let broker = self.world.brokers().into_iter().find(|(b, _)| *b == id)?.1;
+        let partition = broker.partition(&tp.0, tp.1)?;
+        let oracle = lock(&self.oracle);
+        Some(
+            oracle
+                .acked_all(tp)
+                .filter(|(offset, a)| record_at(&partition, *offset).as_ref() != Some(&a.value))
+                .count() as u64,
+        )
+    }
+
     /// Acknowledged `acks=all` records of `tp`.
     pub fn acked(&self, tp: &Tp) -> u64 {
         lock(&self.oracle).acked_all(tp).count() as u64
@@ -377,6 +392,52 @@ impl Sim {
             self.checker.note_unclean_loss(&self.world, id);
         }
         self.world.wipe(host)
+    }
+
+    /// Bit rot in broker `id`'s replica of `tp` (see [`World::corrupt`]), noted as a loss of
+    /// that replica and as a disk that lied.
+    pub fn corrupt(
+        &mut self,
+        id: i32,
+        tp: &Tp,
+        segment: SegmentChoice,
+        at: Option<u64>,
+        len: u64,
+    ) -> anyhow::Result<()> {
+        self.checker.note_loss(tp, id);
+        self.checker.lying_disks.insert(id);
+        self.world.corrupt(id, &tp.0, tp.1, segment, at, len)
+    }
+
+    /// Bit rot in bytes `start..start + len` of `path`, a file of broker `id`'s replica of
+    /// `tp` (see [`World::flip`]), noted like [`Sim::corrupt`].
+    pub fn rot(
+        &mut self,
+        id: i32,
+        tp: &Tp,
+        path: &std::path::Path,
+        start: u64,
+        len: u64,
+    ) -> anyhow::Result<()> {
+        self.checker.note_loss(tp, id);
+        self.checker.lying_disks.insert(id);
+        self.world.flip(id, path, start, len)
+    }
+
+    /// A fault of broker `id`'s disk (see [`World::disk_fault`]), noted as a loss of every
+    /// replica the broker holds (and, for a fault that returns other bytes than were
+    /// written, as a disk that lied).
+    pub fn disk_fault(
+        &mut self,
+        id: i32,
+        dir: Option<usize>,
+        fault: DiskFault,
+    ) -> anyhow::Result<()> {
+        self.checker.note_unclean_loss(&self.world, id);
+        if fault.lies() {
+            self.checker.lying_disks.insert(id);
+        }
+        self.world.disk_fault(id, dir, fault)
     }
 
     /// Cleanly stops a host (stepping the world meanwhile, checks included).

@@ -30,6 +30,7 @@ use uuid::Uuid;
 
 use keel_node::controller_server::state::QuorumView;
 
+use crate::disk::{DiskFault, DiskFaults};
 use crate::net::{Latency, NetCore, Severance, SimNetwork};
 use crate::trace::Trace;
 
@@ -84,6 +85,8 @@ pub struct WorldConfig {
     pub fsync_latency: Duration,
     /// Controllers in the Raft quorum (1, 3 or 5).
     pub controllers: u32,
+    /// Log directories per broker (`log.dirs`), each its own directory of the host's disk.
+    pub log_dirs: u32,
 }
 
 impl WorldConfig {
@@ -97,6 +100,7 @@ impl WorldConfig {
             latency: Latency::default(),
             fsync_latency: Duration::from_millis(1),
             controllers: 1,
+            log_dirs: 1,
         }
     }
 
@@ -184,6 +188,10 @@ pub struct Host {
     pub name: String,
     pub kind: HostKind,
     pub storage: Arc<MemStorage>,
+    /// The faults of the host's disk (they outlive process restarts; see `disk.rs`).
+    pub faults: Arc<DiskFaults>,
+    /// Disks replaced so far (`wipe`).
+    wipes: u32,
     pub net: SimNetwork,
     pub life: Life,
     /// Process starts so far.
@@ -303,11 +311,14 @@ impl World {
 
     fn add_host(&mut self, name: String, kind: HostKind) -> anyhow::Result<()> {
         let storage = Arc::new(MemStorage::new());
+        let faults = Arc::new(DiskFaults::new(&name, self.disk_seed(&name, 0)));
         let net = self.net.view(&name);
         let host = Host {
             name: name.clone(),
             kind,
             storage,
+            faults,
+            wipes: 0,
             net,
             life: Life::Down,
             incarnation: 0,
@@ -332,7 +343,8 @@ impl World {
         let cluster_id = self.cluster_id.clone();
         let host = self.host(name)?;
         let storage: Arc<dyn Storage> = host.storage.clone();
-        match host.kind {
+        let kind = host.kind;
+        match kind {
             HostKind::Controller(index) => {
                 LogDir::format(
                     storage,
@@ -343,11 +355,28 @@ impl World {
                 )?;
             }
             HostKind::Broker(id) => {
-                LogDir::format(storage, &broker_dir(id), &cluster_id, id, dir_id)?;
+                let dirs = broker_dirs(id, self.config.log_dirs);
+                let mut ids = vec![dir_id];
+                ids.extend((1..dirs.len()).map(|_| self.random_uuid()));
+                for (dir, dir_id) in dirs.iter().zip(ids) {
+                    LogDir::format(storage.clone(), dir, &cluster_id, id, dir_id)?;
+                }
             }
             HostKind::Client => {}
         }
         Ok(())
+    }
+
+    /// The seed of a host's disk faults: from the run's seed, the host's name and how many
+    /// disks it had before (no draw from the world's generator, so runs without disk faults
+    /// draw what they drew before).
+    fn disk_seed(&self, name: &str, wipes: u32) -> u64 {
+        self.config.seed
+            ^ 0x6469_736b_0000_0000
+            ^ (u64::from(wipes) << 48)
+            ^ name
+                .bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)))
     }
 
     pub fn random_uuid(&mut self) -> Uuid {
@@ -406,7 +435,11 @@ impl World {
         let mut props = BTreeMap::new();
         props.insert("node.id".into(), id.to_string());
         props.insert("process.roles".into(), "broker".into());
-        props.insert("log.dirs".into(), broker_dir(id).display().to_string());
+        let dirs: Vec<String> = broker_dirs(id, self.config.log_dirs)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
+        props.insert("log.dirs".into(), dirs.join(","));
         props.insert(
             "listeners".into(),
             format!("PLAINTEXT://{}:{BROKER_PORT}", broker_host(id)),
@@ -530,6 +563,7 @@ impl World {
             host.storage.clone(),
             fsync_us,
             host.io_debt_us.clone(),
+            host.faults.clone(),
         ));
         let network = host.net.clone();
         let task: Option<JoinHandle<anyhow::Result<()>>> = match kind {
@@ -634,6 +668,7 @@ impl World {
         host.life = Life::Down;
         let runtime = host.runtime.take();
         let storage = host.storage.clone();
+        let faults = host.faults.clone();
         self.net.host_down(
             name,
             if power_loss {
@@ -644,6 +679,7 @@ impl World {
         );
         drop(runtime);
         if power_loss {
+            faults.power_loss(&storage);
             if torn {
                 storage.crash_with_torn_tails(torn_seed);
             } else {
@@ -656,6 +692,7 @@ impl World {
             (true, true) => "power loss, torn writes",
         };
         self.trace.event(now, format!("crash {name} ({how})"));
+        self.trace_disk_events();
         Ok(())
     }
 
@@ -714,6 +751,10 @@ impl World {
             anyhow::bail!("{name} must be stopped before its disk is replaced");
         }
         host.storage = Arc::new(MemStorage::new());
+        host.wipes += 1;
+        let wipes = host.wipes;
+        let seed = self.disk_seed(name, wipes);
+        self.host_mut(name)?.faults = Arc::new(DiskFaults::new(name, seed));
         self.format(name)?;
         self.trace.event(self.now_us, format!("wipe {name}"));
         Ok(())
@@ -794,6 +835,7 @@ impl World {
                 host.exit = Some(outcome);
             }
         }
+        self.trace_disk_events();
         let active = self.active_controller().map(|host| {
             let epoch = self
                 .quorum_views()
@@ -811,6 +853,198 @@ impl World {
             self.traced_active = active;
         }
         Ok(())
+    }
+}
+
+/// Which segment file of a partition a `corrupt` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentChoice {
+    /// The `n`th oldest (0: the first).
+    Index(usize),
+    /// The newest (the active segment).
+    Last,
+}
+
+/// The storage side of the world: the brokers' log directories, bit rot, the disks' faults.
+impl World {
+    /// Notes in the trace what the disks' faults did since the last call.
+    pub fn trace_disk_events(&mut self) {
+        let now = self.now_us;
+        let World { hosts, trace, .. } = self;
+        for host in hosts.values() {
+            for event in host.faults.take_events() {
+                trace.event(now, event);
+            }
+        }
+    }
+
+    /// The log directories (`log.dirs`) of broker `id`.
+    pub fn broker_log_dirs(&self, id: i32) -> Vec<PathBuf> {
+        broker_dirs(id, self.config.log_dirs)
+    }
+
+    /// The directory of a broker's replica of `topic`-`partition`, in whichever of its log
+    /// directories holds it (`None` if none does).
+    pub fn partition_dir(&self, id: i32, topic: &str, partition: i32) -> Option<PathBuf> {
+        let storage = self.host(&broker_host(id)).ok()?.storage.clone();
+        self.broker_log_dirs(id)
+            .into_iter()
+            .map(|dir| dir.join(format!("{topic}-{partition}")))
+            .find(|dir| storage.exists(dir).unwrap_or(false))
+    }
+
+    /// The segment (`.log`) files of a partition directory, oldest first, with their sizes.
+    pub fn segment_files(&self, id: i32, dir: &Path) -> Vec<(PathBuf, u64)> {
+        let Ok(host) = self.host(&broker_host(id)) else {
+            return Vec::new();
+        };
+        let Ok(entries) = host.storage.list_dir(dir) else {
+            return Vec::new();
+        };
+        entries
+            .into_iter()
+            .filter(|e| !e.is_dir && e.name.ends_with(".log"))
+            .filter_map(|e| {
+                let path = dir.join(&e.name);
+                let size = host
+                    .storage
+                    .open_file(&path, keel_log::storage::OpenMode::Existing)
+                    .and_then(|f| f.size())
+                    .ok()?;
+                Some((path, size))
+            })
+            .collect()
+    }
+
+    /// The live partition directories of broker `id` (not set aside: no `-quarantine`,
+    /// `-delete` or `-stray` suffix), in every log directory.
+    pub fn partition_dirs(&self, id: i32) -> Vec<PathBuf> {
+        let Ok(host) = self.host(&broker_host(id)) else {
+            return Vec::new();
+        };
+        let mut dirs = Vec::new();
+        for log_dir in self.broker_log_dirs(id) {
+            let Ok(entries) = host.storage.list_dir(&log_dir) else {
+                continue;
+            };
+            for entry in entries.into_iter().filter(|e| e.is_dir) {
+                let set_aside = ["-quarantine", "-delete", "-stray"]
+                    .iter()
+                    .any(|suffix| entry.name.ends_with(suffix));
+                if !set_aside && entry.name.rsplit_once('-').is_some() {
+                    dirs.push(log_dir.join(&entry.name));
+                }
+            }
+        }
+        dirs
+    }
+
+    /// Bit rot: flips every bit of `len` bytes of segment `segment` of broker `id`'s replica
+    /// of `topic`-`partition`, from byte `at` (default: the middle of the file), durable or not.
+    pub fn corrupt(
+        &mut self,
+        id: i32,
+        topic: &str,
+        partition: i32,
+        segment: SegmentChoice,
+        at: Option<u64>,
+        len: u64,
+    ) -> anyhow::Result<()> {
+        let dir = self.partition_dir(id, topic, partition).ok_or_else(|| {
+            anyhow::anyhow!("broker {id} has no directory for {topic}-{partition}")
+        })?;
+        let files = self.segment_files(id, &dir);
+        let chosen = match segment {
+            SegmentChoice::Index(n) => files.get(n),
+            SegmentChoice::Last => files.last(),
+        };
+        let Some((path, size)) = chosen.cloned() else {
+            anyhow::bail!(
+                "{topic}-{partition} on broker {id} has {} segment(s), no segment {segment:?}",
+                files.len()
+            );
+        };
+        let start = at.unwrap_or(size.saturating_sub(len) / 2);
+        if start + len > size {
+            anyhow::bail!(
+                "{} has {size} bytes: bytes {start}..{} are not all in it",
+                path.display(),
+                start + len
+            );
+        }
+        self.flip(id, &path, start, len)
+    }
+
+    /// Flips every bit of bytes `start..start + len` of a file of broker `id`'s disk.
+    pub fn flip(&mut self, id: i32, path: &Path, start: u64, len: u64) -> anyhow::Result<()> {
+        let host = self.host(&broker_host(id))?;
+        for pos in start..start + len {
+            host.storage.corrupt_byte(path, pos)?;
+        }
+        let event = format!(
+            "{} disk: bit rot: {len} bytes flipped in {} from byte {start}",
+            host.name,
+            path.display()
+        );
+        self.trace.event(self.now_us, event);
+        Ok(())
+    }
+
+    /// Adds a fault to broker `id`'s disk, for log directory `dir` (index in `log.dirs`) or,
+    /// with `None`, for all of them.
+    pub fn disk_fault(
+        &mut self,
+        id: i32,
+        dir: Option<usize>,
+        fault: DiskFault,
+    ) -> anyhow::Result<()> {
+        let dirs = self.broker_log_dirs(id);
+        let scopes: Vec<PathBuf> = match dir {
+            None => dirs,
+            Some(i) => vec![dirs.get(i).cloned().ok_or_else(|| {
+                anyhow::anyhow!("broker {id} has {} log directories, no dir={i}", dirs.len())
+            })?],
+        };
+        let host = self.host(&broker_host(id))?;
+        for scope in &scopes {
+            host.faults.add(scope, fault);
+        }
+        self.trace_disk_events();
+        Ok(())
+    }
+
+    /// Ends every fault of broker `id`'s disk.
+    pub fn heal_disk(&mut self, id: i32) -> anyhow::Result<()> {
+        self.host(&broker_host(id))?.faults.heal();
+        self.trace_disk_events();
+        Ok(())
+    }
+
+    /// Bytes set aside in quarantine directories for `topic`-`partition` on broker `id`'s disk
+    /// (from their `quarantine.json`; readable while the broker is down).
+    pub fn quarantined_bytes(&self, id: i32, topic: &str, partition: i32) -> u64 {
+        let Ok(host) = self.host(&broker_host(id)) else {
+            return 0;
+        };
+        let prefix = format!("{topic}-{partition}.");
+        let mut bytes = 0;
+        for log_dir in self.broker_log_dirs(id) {
+            let Ok(entries) = host.storage.list_dir(&log_dir) else {
+                continue;
+            };
+            for entry in entries {
+                if entry.is_dir
+                    && entry.name.starts_with(&prefix)
+                    && entry.name.ends_with(keel_log::QUARANTINE_SUFFIX)
+                {
+                    let path = log_dir.join(&entry.name);
+                    if let Some(q) = keel_log::Quarantine::read(host.storage.as_ref(), &path) {
+                        bytes += q.bytes;
+                    }
+                }
+            }
+        }
+        bytes
     }
 }
 
@@ -861,6 +1095,12 @@ pub fn broker_host(id: i32) -> String {
     format!("b{id}")
 }
 
-fn broker_dir(id: i32) -> PathBuf {
-    PathBuf::from(format!("/data/b{id}"))
+/// The log directories of broker `id` (`log.dirs`): `/data/b<id>`, then `/data/b<id>-1`, ...
+pub fn broker_dirs(id: i32, count: u32) -> Vec<PathBuf> {
+    (0..count.max(1))
+        .map(|i| match i {
+            0 => PathBuf::from(format!("/data/b{id}")),
+            _ => PathBuf::from(format!("/data/b{id}-{i}")),
+        })
+        .collect()
 }

@@ -11,11 +11,14 @@ use keel_sim::world::Mode;
 
 const LAST_REPLICA_STANDING: &str =
     include_str!("../scenarios/kip966-last-replica-standing.scenario");
+const LAST_REPLICA_DAMAGED: &str =
+    include_str!("../scenarios/issue19-last-replica-damaged.scenario");
 
-// Shows: a seed run twice gives the same trace hash and the same number of steps.
+// Shows: a seed run twice gives the same trace hash and the same number of steps — seed 10
+// with storage faults too (every choice of the faulty disk comes from the seed).
 #[test]
 fn a_seed_replays_bit_for_bit() {
-    for seed in [3, 11] {
+    for seed in [3, 10, 11] {
         let a = search::run_seed(seed, Duration::from_secs(5), false);
         let b = search::run_seed(seed, Duration::from_secs(5), false);
         assert_eq!(a.failures, b.failures, "seed {seed}");
@@ -91,5 +94,33 @@ fn fsync_latency_blocks_the_host() {
     assert!(
         slow > fast + Duration::from_millis(300),
         "fsync latency did not slow the boot: {fast:?} vs {slow:?}"
+    );
+}
+
+// Shows: the checkers see what storage faults cost (issue 19). The last replica standing finds
+// bit rot and sets it aside: classic rules elect it again with its truncated log, and the
+// durability checkers report the acknowledged records it lacks; Keel's Balanced recovery elects
+// the longer log instead and nothing is lost.
+#[test]
+fn a_damaged_last_replica_costs_classic_not_keel() {
+    let s = scenario::parse(LAST_REPLICA_DAMAGED).unwrap();
+    let classic = runner::run(&s, Mode::Classic, 1, false);
+    assert!(classic.failure.is_none(), "{:?}", classic.failure);
+    assert!(classic.partitions[0].lost.unwrap_or(0) >= 1, "{classic:?}");
+    assert!(
+        classic
+            .durability_violations
+            .iter()
+            .any(|v| v.contains("committed record")),
+        "{:?}",
+        classic.durability_violations
+    );
+    let keel = runner::run(&s, Mode::Keel, 1, false);
+    assert!(keel.failure.is_none(), "{:?}", keel.failure);
+    assert_eq!(keel.partitions[0].lost, Some(0));
+    assert!(
+        keel.durability_violations.is_empty(),
+        "{:?}",
+        keel.durability_violations
     );
 }

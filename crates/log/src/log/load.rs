@@ -162,6 +162,9 @@ impl Log {
     }
 
     /// Loads every segment, trusting those before the recovery start and recovering the rest.
+    /// A trusted segment that does not start where the one before it ends (data lost below the
+    /// recovery point, or a lying disk) makes the recovery start there: the rest is set aside,
+    /// never loaded as a log with a hole.
     fn load_segments(
         &mut self,
         clean_shutdown: bool,
@@ -176,8 +179,18 @@ impl Log {
             let floor = self.segments.range(..=recovery_point).next_back();
             Some(floor.map_or(first_base, |(base, _)| *base))
         };
+        let mut expected_base: Option<Offset> = None;
         for base in &bases {
             if recover_from.is_some_and(|from| *base >= from) {
+                break;
+            }
+            if let Some(expected) = expected_base.filter(|expected| expected != base) {
+                let problem = format!(
+                    "segment {base} does not start at the previous segment's end {expected}"
+                );
+                tracing::warn!(dir = %self.dir.display(), %problem, "segment needs recovery");
+                self.recovery_report.problems.push(problem);
+                recover_from = Some(*base);
                 break;
             }
             let segment = self.segments.get_mut(base).expect("listed segment");
@@ -189,6 +202,7 @@ impl Log {
                 self.recovery_report.problems.push(problem);
                 recover_from = Some(*base);
             }
+            expected_base = Some(segment.next_offset());
         }
         if let Some(from) = recover_from {
             self.recover_segments(from, now_ms)?;
@@ -222,6 +236,8 @@ impl Log {
             let found = segment
                 .recover_scan(now_ms, allow_gaps, Check::Full)
                 .map_err(LogError::io("recover segment", self.dir.clone()))?;
+            // What it validated may be in the page cache only: `finish_open` fsyncs it.
+            segment.forget_durability();
             let report = &mut self.recovery_report;
             report.segments_recovered += 1;
             report.batches_validated += found.batches;

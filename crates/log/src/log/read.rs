@@ -98,6 +98,7 @@ impl Log {
             .next_back()
             .map_or(start_offset, |(base, _)| *base);
         let mut target = start_offset;
+        let allow_gaps = self.gaps_allowed();
         for segment in self.segments.range(floor..).map(|(_, s)| s) {
             if budget.done || target >= budget.limit {
                 break;
@@ -114,8 +115,27 @@ impl Log {
                 continue;
             };
             let mut end = position;
+            // Verified: the batches served are where their offsets say — the first holds
+            // `target`, each starts where the one before ends (a valid batch in the wrong
+            // place is what a misdirected write leaves). With gaps (compaction) only going
+            // backwards is wrong.
+            let mut expected = target;
+            let mut misplaced = None;
             let walked = segment
-                .visit_batches(position, |_, header| {
+                .visit_batches(position, |at, header| {
+                    let first = at == position;
+                    let wrong = if allow_gaps {
+                        !first && header.base_offset < expected
+                    } else if first {
+                        header.base_offset > expected
+                    } else {
+                        header.base_offset != expected
+                    };
+                    if verify && wrong {
+                        misplaced = Some((at, header.base_offset, expected));
+                        return Ok(Visit::Stop);
+                    }
+                    expected = header.next_offset();
                     let size = header.size_bytes().expect("stored batch has a size");
                     if !budget.admit(header.base_offset, size, end - position) {
                         return Ok(Visit::Stop);
@@ -128,6 +148,13 @@ impl Log {
                 .map_err(self.io_error("read"))?;
             if verify && walked.error.is_some() {
                 return Err(self.damaged(segment.base_offset(), walked.position, walked.error));
+            }
+            if let Some((at, found, expected)) = misplaced {
+                return Err(LogError::Damaged(Damage {
+                    segment: segment.base_offset(),
+                    position: at,
+                    reason: format!("base offset {found} where {expected} was expected"),
+                }));
             }
             let chunk_start = budget.out.len();
             segment

@@ -1,10 +1,15 @@
-//! The scrubber's part in the log: walking a closed segment and validating every batch (length,
+//! The scrubber's part in the log: walking a segment and validating every batch (length,
 //! magic, CRC-32C, offsets in order), in steps the broker runs without the partition lock and
-//! paces to `log.scrub.bytes.per.second`.
+//! paces to `log.scrub.bytes.per.second`. Closed segments are walked whole, the active one up
+//! to its size when the task was planned (appends only add bytes after that, always whole
+//! batches: the plan is made under the lock).
 //!
 //! Consumers' reads are not validated on the broker's hot path (clients check CRCs
 //! themselves): the scrubber is what finds bit rot in data nobody has read since it was
-//! written, before a replica that lost its copy has to be served from this one.
+//! written, before a replica that lost its copy has to be served from this one. That includes
+//! the active segment: its followers' verified reads saw its batches as they were written, not
+//! the bit rot after (found by the simulator, search seed 1414: the leader's active segment
+//! rotted after replication, and its consumers were stuck until the segment rolled).
 //!
 //! A task is planned under the lock ([`Log::plan_scrub`]), run step by step without it
 //! ([`ScrubTask::step`], blocking IO on a handle of its own), and its finding checked under
@@ -19,7 +24,7 @@ use crate::segment::{scan_batches, Check, Visit, LOG_FILE_SUFFIX};
 use crate::storage::{OpenMode, Storage, StorageFile};
 use crate::types::Offset;
 
-/// One closed segment being scrubbed.
+/// One segment being scrubbed.
 #[derive(Debug)]
 pub struct ScrubTask {
     segment: Offset,
@@ -115,14 +120,13 @@ impl ScrubTask {
 }
 
 impl Log {
-    /// The first closed segment (every segment but the active one) whose base offset is above
-    /// `after` (all of them if `None`), as a scrub task; `None` when there is none.
+    /// The first segment whose base offset is above `after` (all of them if `None`), as a
+    /// scrub task up to its size now (the active segment's too); `None` when there is none.
     pub fn plan_scrub(&self, after: Option<Offset>) -> Option<ScrubTask> {
-        let active = self.active().base_offset();
         let lower = after.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
         let (base, segment) = self
             .segments
-            .range((lower, std::ops::Bound::Excluded(active)))
+            .range((lower, std::ops::Bound::Unbounded))
             .next()?;
         Some(ScrubTask {
             segment: *base,
@@ -139,14 +143,13 @@ impl Log {
     }
 
     /// Whether what `task` saw is still the log's segment: no truncation, retention, damage
-    /// set aside or cleaner swap since the plan, and the segment is still there, closed, with
-    /// the size it had.
+    /// set aside or cleaner swap since the plan, and the segment is still there with at least
+    /// the bytes it had (only the active segment grows, after them).
     pub fn scrub_finding_applies(&self, task: &ScrubTask) -> bool {
         task.generation == self.generation
-            && task.segment != self.active().base_offset()
             && self
                 .segments
                 .get(&task.segment)
-                .is_some_and(|s| s.size_bytes() == task.size_bytes)
+                .is_some_and(|s| s.size_bytes() >= task.size_bytes)
     }
 }

@@ -87,8 +87,10 @@ impl Log {
             return Ok(None);
         }
         let io_error = self.io_error("find damaged batch");
-        let Some(cut) = segment
-            .offset_at_position(damage.position)
+        // A valid batch in the wrong place before it (a misdirected write) is damage too: the
+        // log ends before that one, never after a batch that is not where its offsets say.
+        let Some((position, cut)) = segment
+            .damage_start(damage.position, self.gaps_allowed())
             .map_err(io_error)?
         else {
             // Not a batch boundary of this segment as it is now: it changed since.
@@ -96,9 +98,9 @@ impl Log {
         };
         self.generation += 1;
         let quarantine =
-            self.quarantine_from(damage.segment, damage.position, cut, &damage.reason, now_ms)?;
+            self.quarantine_from(damage.segment, position, cut, &damage.reason, now_ms)?;
         if self.segments.contains_key(&damage.segment) {
-            self.truncate_segment_at(damage.segment, damage.position, cut, now_ms)?;
+            self.truncate_segment_at(damage.segment, position, cut, now_ms)?;
         } else {
             // Moved whole: the log ends where the previous segment ends.
             self.flush(now_ms)?;

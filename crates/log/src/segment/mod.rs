@@ -433,23 +433,40 @@ impl Segment {
         Ok(found)
     }
 
-    /// The offset after the batches that end exactly at byte `position` (the segment's base
-    /// offset at 0); `None` if `position` is not a batch boundary reached by walking the
-    /// headers from the start.
-    pub fn offset_at_position(&self, position: u64) -> io::Result<Option<Offset>> {
-        if position == 0 {
-            return Ok(Some(self.base_offset));
+    /// Where damage reported at byte `position` really starts, as (position, the offset the log
+    /// would end at): the first batch before it whose base offset is not where the batches
+    /// before it end (only going backwards counts, with `allow_gaps`) — a valid batch in the
+    /// wrong place, what a misdirected write leaves — or `position` itself. `None` if
+    /// `position` is not a batch boundary of the segment as it is now.
+    pub fn damage_start(
+        &self,
+        position: u64,
+        allow_gaps: bool,
+    ) -> io::Result<Option<(u64, Offset)>> {
+        let mut expected = self.base_offset;
+        let mut found = (position == 0).then_some((0, expected));
+        if found.is_some() {
+            return Ok(found);
         }
-        let mut found = None;
         scan_batches(
             self.log_file.as_ref(),
             self.size_bytes,
             0,
             Check::HeaderOnly,
             |at, header| {
+                let misplaced = if allow_gaps {
+                    header.base_offset < expected
+                } else {
+                    header.base_offset != expected
+                };
+                if misplaced {
+                    found = Some((at, expected));
+                    return Ok(Visit::Stop);
+                }
+                expected = header.next_offset();
                 let end = at + header.size_bytes().expect("scanned batch has a size") as u64;
                 if end == position {
-                    found = Some(header.next_offset());
+                    found = Some((position, expected));
                 }
                 Ok(if end >= position {
                     Visit::Stop
@@ -543,6 +560,15 @@ impl Segment {
     /// Whether some appended bytes or index entries are not yet fsynced.
     pub fn needs_sync(&self) -> bool {
         self.durable_bytes < self.size_bytes || self.indexer.unsynced
+    }
+
+    /// Forgets that the log file's bytes are durable. After an unclean shutdown they may sit in
+    /// the page cache only (a killed process's writes survive it, unsynced): what recovery
+    /// validated must be fsynced before the recovery point moves past it, or a power loss
+    /// right after the restart takes it from below the recovery point, where the next
+    /// recovery trusts the files.
+    pub fn forget_durability(&mut self) {
+        self.durable_bytes = 0;
     }
 
     /// Fsyncs the log file and both indexes.

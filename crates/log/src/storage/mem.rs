@@ -105,6 +105,28 @@ impl MemStorage {
         Ok(())
     }
 
+    /// Overwrites the bytes of the file at `path` from `pos` on with `bytes`, in place and
+    /// durable or not, like [`MemStorage::corrupt_byte`]: what a lying disk does (a misdirected
+    /// write landing on other data, a lost write reading back as zeros after a power loss).
+    /// The range must lie within the file.
+    pub fn overwrite(&self, path: &Path, pos: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut state = self.lock();
+        let id = state.resolve(path)?;
+        let (data, _) = state.file_mut(id)?;
+        let range = usize::try_from(pos)
+            .ok()
+            .and_then(|start| Some(start..start.checked_add(bytes.len())?))
+            .filter(|range| range.end <= data.len());
+        let range = range.ok_or_else(|| {
+            invalid_input(format!(
+                "bytes {pos}..{pos}+{} are not all in the file",
+                bytes.len()
+            ))
+        })?;
+        data[range].copy_from_slice(bytes);
+        Ok(())
+    }
+
     /// How many bytes of the file at `path` are not yet durable.
     pub fn unsynced_bytes(&self, path: &Path) -> io::Result<u64> {
         let mut state = self.lock();

@@ -30,6 +30,26 @@ fn mem_crash_keeps_synced_prefix_only() {
     assert_eq!(read(&storage, "/d/f").unwrap(), b"durable");
 }
 
+// An overwrite replaces bytes in place, durable ones included (a crash keeps them changed), and
+// refuses a range that runs past the end of the file.
+#[test]
+fn mem_overwrite_changes_bytes_in_place() {
+    let storage = MemStorage::new();
+    create_dir_all_durable(&storage, Path::new("/d")).unwrap();
+    write(&storage, "/d/f", b"durable", true);
+    storage.sync_dir(Path::new("/d")).unwrap();
+    write(&storage, "/d/f", b"-tail", false);
+    storage.overwrite(Path::new("/d/f"), 5, b"XXXY").unwrap();
+    assert_eq!(read(&storage, "/d/f").unwrap(), b"durabXXXYail");
+    assert!(storage.overwrite(Path::new("/d/f"), 11, b"ZZ").is_err());
+    assert!(storage
+        .overwrite(Path::new("/d/f"), u64::MAX, b"Z")
+        .is_err());
+    assert!(storage.overwrite(Path::new("/d/nothing"), 0, b"Z").is_err());
+    storage.crash();
+    assert_eq!(read(&storage, "/d/f").unwrap(), b"durabXX");
+}
+
 // A fsynced file whose directory entry was never fsynced disappears in a crash.
 #[test]
 fn mem_crash_drops_entries_without_dir_fsync() {

@@ -408,7 +408,7 @@ impl Broker {
         let replication = self.replication_config(config);
         let mut replica = partition.lock_replica();
         let mut commands = Vec::new();
-        self.settle_damage(partition, state);
+        self.settle_damage(partition, state, image.elr_enabled());
         if meta.leader == Some(local) && partition.health() != StorageHealth::Healthy {
             // A replica that lost data leads only once the controller knows (issue 19): it
             // keeps reporting itself lost meanwhile, and the controller elects someone else.
@@ -512,19 +512,29 @@ impl Broker {
     }
 
     /// A damaged replica is trusted again once the image shows the controller acted on its
-    /// report — it is out of the ISR and ELR — or chose it in an unclean recovery (which
-    /// knows it may lack data: its leader recovery state is RECOVERING).
-    fn settle_damage(&self, partition: &Partition, state: &PartitionState) {
+    /// report — it is out of the ISR and ELR in a partition state newer than the one it found
+    /// the damage in (its image may lag: the leader may have added it to the ISR, from its
+    /// fetches before the damage, in a state it has not applied yet) — or chose it in an
+    /// unclean recovery (which knows it may lack data: its leader recovery state is
+    /// RECOVERING). Under classic rules
+    /// (ELR off) the controller never takes the last ISR member out: Kafka elects it again
+    /// whatever it lost, so elected as the only ISR member it leads with the log it has —
+    /// waiting would leave the partition leaderless for good.
+    fn settle_damage(&self, partition: &Partition, state: &PartitionState, elr_enabled: bool) {
         if partition.health() != StorageHealth::Damaged {
             return;
         }
         let local = CBrokerId(self.config.node_id);
         let eligible =
             state.isr.contains(&local) || state.elr.contains(&local) || state.leader == Some(local);
+        let newer = i64::from(state.partition_epoch.0) > partition.damaged_at();
         let recovered_here = state.leader == Some(local)
             && state.leader_recovery_state
                 == keel_controller::types::LeaderRecoveryState::Recovering;
-        if !eligible || recovered_here {
+        let classic_last_member = !elr_enabled
+            && state.leader == Some(local)
+            && state.isr.iter().eq(std::iter::once(&local));
+        if (!eligible && newer) || recovered_here || classic_last_member {
             partition.set_health(StorageHealth::Healthy);
             info!(partition = %partition.tp, leader_epoch = state.leader_epoch.0,
                 "the controller took the damaged replica out of the ISR and ELR: it may rejoin once caught up");

@@ -1,13 +1,13 @@
 //! The scrubber (issue 19): a background pass over every hosted partition that validates every
-//! batch of its closed segments (length, magic, CRC-32C, offsets in order), paced to
+//! batch of its segments (length, magic, CRC-32C, offsets in order), paced to
 //! `log.scrub.bytes.per.second`, a pass starting at most every `log.scrub.interval.ms`.
 //!
 //! Consumers' reads are not validated on the hot path (clients check CRCs themselves) and a
 //! leader validates only what it serves to followers: the scrubber is what finds bit rot in
 //! data nobody reads, before the day a replica that lost its copy has to be rebuilt from this
 //! one. Damage it finds is set aside like any other ([`Broker::on_damage`]); an IO error takes
-//! the log directory offline. The active segment is left alone: it is still being written, and
-//! followers' verified reads cover it.
+//! the log directory offline. The active segment is walked up to its size when the pass reaches
+//! it: followers' verified reads saw its batches as they were written, not the bit rot after.
 //!
 //! Each step reads [`SCRUB_STEP_BYTES`] without the partition lock (blocking IO on a handle of
 //! its own), then the task sleeps as long as that many bytes take at the configured rate.
@@ -62,7 +62,7 @@ pub struct ScrubStats {
 
 /// How a partition's scrub ended.
 enum PartitionScrub {
-    /// Every closed segment was walked (or the partition went away).
+    /// Every segment was walked (or the partition went away).
     Done,
     /// Damage found and set aside, or the directory failed: the log changed.
     Stopped,

@@ -243,6 +243,9 @@ impl Broker {
             "damaged log data: the log now ends before it, the rest is set aside; this replica \
              lost data, stops leading and re-replicates from the leader"
         );
+        let seen = image_partition(&self.image(), partition)
+            .map_or(i64::MIN, |s| i64::from(s.partition_epoch.0));
+        partition.set_damaged_at(seen);
         partition.set_health(StorageHealth::Damaged);
         self.metrics.storage.count_damage(found_by);
         let high_watermark = partition.high_watermark().min(log_end_offset);

@@ -87,12 +87,12 @@ impl StorageFamilies {
         let counters: [(&str, &str, &NodeCounters); 4] = [
             (
                 "log_scrub_bytes",
-                "Bytes of closed segments the scrubber validated (CRC-32C of every batch)",
+                "Bytes of segments the scrubber validated (CRC-32C of every batch)",
                 &self.scrub_bytes,
             ),
             (
                 "log_scrub_segments",
-                "Closed segments the scrubber walked to the end",
+                "Segments the scrubber walked to the end",
                 &self.scrub_segments,
             ),
             (

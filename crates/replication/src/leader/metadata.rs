@@ -4,7 +4,12 @@
 //!   ignored; a newer leader epoch or another leader ends this leadership; within the leader
 //!   epoch, a partition epoch not newer than the local one is ignored
 //!   (`testIgnoreLeaderPartitionStateChangeWithOlderPartitionEpoch`), a newer one replaces the
-//!   replicas and the committed ISR and drops any outstanding AlterPartition;
+//!   replicas and the committed ISR and drops any outstanding AlterPartition. A member the new
+//!   ISR leaves out no longer counts as caught up from its earlier fetches: the controller took
+//!   it out (a replica that reported its storage lost, issue 19, is registered and unfenced), so
+//!   the high watermark waits for it again only once it fetches up to the log end offset —
+//!   otherwise a replica that stopped fetching would hold acks=all back for
+//!   `replica.lag.time.max.ms`;
 //! - broker registrations ([`LeaderPartition::on_broker_registration`]): used for ISR
 //!   eligibility and fetch fencing. A registration newer than the epoch a follower last
 //!   fetched with means that broker restarted: what the leader knew of its log is forgotten
@@ -35,6 +40,11 @@ impl LeaderPartition {
         }
         self.partition_epoch = meta.partition_epoch;
         self.pending = None;
+        for removed in self.isr.difference(&meta.isr) {
+            if let Some(progress) = self.followers.get_mut(removed) {
+                progress.last_caught_up_ms = None;
+            }
+        }
         self.isr = meta.isr.clone();
         self.set_replicas(meta.replicas.clone(), now_ms);
         self.commit_isr(meta.isr.clone(), now_ms, &mut fx);

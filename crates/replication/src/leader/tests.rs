@@ -484,6 +484,33 @@ fn newer_metadata_replaces_isr_and_drops_pending_proposal() {
 }
 
 #[test]
+fn a_member_the_controller_removes_stops_holding_back_the_hwm() {
+    // Issue 19: the controller takes a replica that reported its storage lost out of the ISR;
+    // it stays registered and unfenced but no longer fetches. It must not hold the high
+    // watermark (and acks=all) back for replica.lag.time.max.ms as a caught-up replica would.
+    let mut l = leader(&[0, 1, 2], 2, 10, 10);
+    l.on_follower_fetch(&fetch(1, 10), &epochs(), 1);
+    l.on_follower_fetch(&fetch(2, 10), &epochs(), 1);
+    l.on_leader_append(Offset(13), 2).unwrap();
+    l.on_follower_fetch(&fetch(1, 13), &epochs(), 3);
+    assert_eq!(
+        l.high_watermark(),
+        Offset(10),
+        "broker 2 is in the ISR at 10"
+    );
+    let mut meta = init(&[0, 1], 2, 0, 0).metadata;
+    meta.partition_epoch = PartitionEpoch(11);
+    assert_eq!(l.on_partition_metadata(&meta, 4), vec![hwm(13)]);
+    assert_eq!(l.follower(b(2)).unwrap().last_caught_up_ms, None);
+    // Once it fetches up to the log end offset it counts as caught up again.
+    l.on_leader_append(Offset(15), 5).unwrap();
+    l.on_follower_fetch(&fetch(2, 15), &epochs(), 6);
+    l.on_leader_append(Offset(20), 7).unwrap();
+    l.on_follower_fetch(&fetch(1, 20), &epochs(), 8);
+    assert_eq!(l.high_watermark(), Offset(15));
+}
+
+#[test]
 fn newer_leader_epoch_ends_leadership_and_answers_waiting_requests() {
     // Leadership lost → NOT_LEADER_OR_FOLLOWER for the purgatory, then LeadershipEnded.
     let mut l = leader(&[0, 1], 2, 0, 0);
