@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The scrubber's cost (issue 19): how fast it validates closed segments, and what it takes from
+"""The scrubber's cost (issue 19): how fast it validates segments, and what it takes from
 produce throughput while it runs.
 
 One Keel broker (target/release/keel, in a temporary directory, 127.0.0.1 only):
