@@ -163,3 +163,59 @@ def test_client_defaults_against_keel_dev(start_broker):
     for kind in ("confluent", "kafka-python"):
         got = read_as_group(kind, b.bootstrap, topic, unique_topic(f"dev-{kind}"), len(values))
         assert sorted(got) == sorted(values), f"{kind}: {len(got)} records, {len(set(got))} distinct"
+
+
+def test_dev_fails_at_once_when_a_port_is_taken(tmp_path):
+    """`keel dev` whose second broker port is taken exits non-zero at once, naming the port and
+    the reason, instead of never printing ready (issue 20; on d704e1a it waited forever)."""
+    import socket
+    import subprocess
+
+    from keel_broker import keel_bin
+
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = holder.getsockname()[1]
+    try:
+        run = subprocess.run([str(keel_bin()), "dev", "--data-dir", str(tmp_path / "dev"), "--port", str(taken - 1),
+                              "--no-metrics"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"keel dev did not exit with its port {taken} taken:\n{e.stderr}") from None
+    finally:
+        holder.close()
+    assert run.returncode != 0, run.stderr[-3000:]
+    assert "keel: ready" not in run.stderr, run.stderr[-3000:]
+    assert f"127.0.0.1:{taken}" in run.stderr and "dev broker 1 could not start" in run.stderr, run.stderr[-3000:]
+
+
+def test_dev_warns_about_ports_in_the_ephemeral_range(tmp_path):
+    """`keel dev --port P` with P inside the kernel's ephemeral port range
+    (/proc/sys/net/ipv4/ip_local_port_range) warns that an outgoing connection may hold it, and
+    still starts; a port below the range gets no such warning (issue 20)."""
+    import subprocess
+    from pathlib import Path
+
+    from keel_broker import keel_bin
+
+    low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    assert high - low > 10
+    port = low + 5
+    proc = subprocess.Popen([str(keel_bin()), "dev", "--data-dir", str(tmp_path / "dev"), "--port", str(port),
+                             "--no-metrics"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "keel: ready" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    text = "".join(lines)
+    assert "keel: ready" in text, text[-3000:]
+    assert "ephemeral port range" in text and f"{low}-{high}" in text, text[-3000:]

@@ -3,7 +3,7 @@ commits; every partition keeps each producer's epoch and its last five batches w
 retried batch is answered with the offsets it got the first time and never stored twice.
 
 Error codes (Kafka's Errors): OUT_OF_ORDER_SEQUENCE_NUMBER 45, INVALID_PRODUCER_EPOCH 47,
-INVALID_RECORD 87, INVALID_REQUEST 42 (Keel has no transaction coordinator). Kafka's rules:
+INVALID_RECORD 87, CLUSTER_AUTHORIZATION_FAILED 31 (Keel has no transaction coordinator: test_refusals.py). Kafka's rules:
 ProducerStateManager / ProducerAppendInfo (a producer the partition does not know may start at any
 sequence, KIP-360; a new epoch must start at sequence 0).
 """
@@ -17,7 +17,7 @@ import kafka_wire as w
 from clients import CONFLUENT_COMMON, confluent_consume, confluent_watermarks, create_topic, unique_topic
 
 TS = 1_700_000_000_000
-INVALID_REQUEST = 42
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def batch(pid: int, epoch: int, seq: int, n: int = 1, tag: str = "r", attributes: int = 0) -> bytes:
@@ -35,7 +35,7 @@ def test_sequence_rules_over_the_wire(broker):
         err, pid, epoch = w.init_producer_id_v0(conn)
         err2, pid2, _ = w.init_producer_id_v0(conn)
         assert (err, err2, epoch) == (w.NONE, w.NONE, 0) and pid >= 0 and pid2 != pid
-        assert w.init_producer_id_v0(conn, transactional_id="tx")[0] == INVALID_REQUEST
+        assert w.init_producer_id_v0(conn, transactional_id="tx")[0] == CLUSTER_AUTHORIZATION_FAILED
 
         assert w.produce_v3(conn, topic, 0, batch(pid, 0, 0, n=3)) == (w.NONE, 0)
         assert w.produce_v3(conn, topic, 0, batch(pid, 0, 3, n=2)) == (w.NONE, 3)

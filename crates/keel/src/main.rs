@@ -522,6 +522,22 @@ fn dev(
     overrides: &[String],
     metrics_port: Option<Option<u16>>,
 ) -> anyhow::Result<()> {
+    let last_port = port.checked_add(DEV_BROKERS - 1).with_context(|| {
+        format!(
+            "--port {port}: the dev brokers listen on {port} to {port}+{}, beyond 65535",
+            DEV_BROKERS - 1
+        )
+    })?;
+    if let Some(warning) = ephemeral_warning(
+        "the dev brokers' ports",
+        port,
+        last_port,
+        std::fs::read_to_string(EPHEMERAL_RANGE_FILE)
+            .ok()
+            .as_deref(),
+    ) {
+        eprintln!("keel: {warning}");
+    }
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let data_dir = data_dir
@@ -690,8 +706,13 @@ fn dev(
             .map(|(id, port)| format!("{id}@127.0.0.1:{port}"))
             .collect::<Vec<_>>()
             .join(",");
+        let last_controller = controller_ids.last().copied();
         for (id, task, voters_tx, started) in waiting {
-            let _ = voters_tx.send(controller_props(id, Some(&voters))?);
+            let mut config = controller_props(id, Some(&voters))?;
+            // The last one to start finds every other voter listening: it campaigns at once
+            // on a fresh quorum instead of waiting out the election timeout.
+            config.campaign_when_pristine = Some(id) == last_controller;
+            let _ = voters_tx.send(config);
             if started.await.is_err() {
                 // It stopped before serving: report why instead of starting brokers that
                 // would wait for it forever.
@@ -710,6 +731,10 @@ fn dev(
 
         let mut brokers = Vec::new();
         let (ready_tx, mut ready_rx) = tokio::sync::mpsc::unbounded_channel::<(u16, String)>();
+        // A broker that stops before it is ready (a port taken, a directory it cannot use)
+        // says why here, so the cluster fails at once instead of never printing ready.
+        let (failed_tx, mut failed_rx) =
+            tokio::sync::mpsc::unbounded_channel::<(u16, anyhow::Error)>();
         for index in 0..DEV_BROKERS {
             let log_dir = data_dir.join(format!("broker-{index}"));
             let mut props = BTreeMap::new();
@@ -736,7 +761,8 @@ fn dev(
             }
             let stop = CancellationToken::new();
             let ready_tx = ready_tx.clone();
-            let task = tokio::spawn(keel_node::runtime::run(
+            let failed_tx = failed_tx.clone();
+            let run = keel_node::runtime::run(
                 config,
                 Arc::new(OsStorage::new()),
                 Arc::new(SystemClock),
@@ -745,15 +771,29 @@ fn dev(
                 move |ready: &keel_node::runtime::Ready| {
                     let _ = ready_tx.send((index, ready.bootstrap.clone()));
                 },
-            ));
+            );
+            let task = tokio::spawn(async move {
+                match run.await {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        let _ = failed_tx.send((index, anyhow::anyhow!("{e:#}")));
+                        Err(e)
+                    }
+                }
+            });
             brokers.push((index, stop, task));
         }
-        drop(ready_tx);
+        drop((ready_tx, failed_tx));
         let mut bootstrap = vec![String::new(); usize::from(DEV_BROKERS)];
         let mut ready = 0;
+        let mut failed = None;
         while ready < DEV_BROKERS {
             tokio::select! {
                 () = shutdown.cancelled() => break,
+                got = failed_rx.recv() => if let Some((index, e)) = got {
+                    failed = Some(e.context(format!("dev broker {index} could not start")));
+                    break;
+                },
                 got = ready_rx.recv() => match got {
                     Some((index, addr)) => {
                         bootstrap[usize::from(index)] = addr;
@@ -762,6 +802,17 @@ fn dev(
                     None => break,
                 },
             }
+        }
+        if let Some(e) = failed {
+            for (_, stop, task) in brokers {
+                stop.cancel();
+                let _ = task.await;
+            }
+            controller_stop.cancel();
+            for (_, task) in controller_tasks {
+                let _ = task.await;
+            }
+            return Err(e);
         }
         if ready == DEV_BROKERS {
             eprintln!(
@@ -801,6 +852,27 @@ fn dev(
             }
         }
         result
+    })
+}
+
+/// Where Linux keeps the range of ports it picks for outgoing connections.
+const EPHEMERAL_RANGE_FILE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
+/// A warning when ports `first..=last` lie in the kernel's ephemeral range (`range`: the
+/// contents of [`EPHEMERAL_RANGE_FILE`], "32768\t60999"): any outgoing connection may hold one
+/// of them, and the listener then cannot bind it (or a restart cannot).
+fn ephemeral_warning(what: &str, first: u16, last: u16, range: Option<&str>) -> Option<String> {
+    let mut bounds = range?.split_whitespace().map(str::parse::<u32>);
+    let (Some(Ok(low)), Some(Ok(high))) = (bounds.next(), bounds.next()) else {
+        return None;
+    };
+    let overlaps = u32::from(first) <= high && u32::from(last) >= low;
+    overlaps.then(|| {
+        format!(
+            "warning: {what} ({first}-{last}) are in the kernel's ephemeral port range \
+             ({low}-{high}, {EPHEMERAL_RANGE_FILE}): an outgoing connection may take one of \
+             them; pick --port below {low}"
+        )
     })
 }
 
@@ -848,6 +920,22 @@ mod tests {
             let err = check_cluster_id(bad).unwrap_err().to_string();
             assert!(err.contains("22 characters"), "{bad}: {err}");
         }
+    }
+
+    // Shows: ports overlapping the kernel's ephemeral range get a warning naming the range;
+    // ports below it, an unreadable or odd range file, get none (issue 20).
+    #[test]
+    fn ports_in_the_ephemeral_range_are_warned_about() {
+        let range = Some("32768\t60999\n");
+        assert_eq!(ephemeral_warning("p", 9092, 9094, range), None);
+        assert_eq!(ephemeral_warning("p", 32766, 32767, range), None);
+        let w = ephemeral_warning("p", 32767, 32769, range).expect("overlaps");
+        assert!(w.contains("32768-60999"), "{w}");
+        assert!(ephemeral_warning("p", 40000, 40002, range).is_some());
+        assert!(ephemeral_warning("p", 60999, 61001, range).is_some());
+        assert_eq!(ephemeral_warning("p", 61000, 61002, range), None);
+        assert_eq!(ephemeral_warning("p", 40000, 40002, None), None);
+        assert_eq!(ephemeral_warning("p", 40000, 40002, Some("garbage")), None);
     }
 
     // Shows: a CLI error is one line, its causes joined, a cause its message already ends with

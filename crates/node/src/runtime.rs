@@ -678,6 +678,11 @@ async fn register(
     shutdown: &CancellationToken,
 ) -> Option<((usize, Connection<BoxStream>), i64)> {
     let mut attempt = 0;
+    // Voters that answered NOT_CONTROLLER since the last pause: each is tried once before the
+    // broker backs off, so it finds a newly active controller without waiting a back-off per
+    // voter (on a fresh cluster that was four seconds after the first leader was elected).
+    let voters = broker.controller().candidates().len().max(1);
+    let mut refused_in_turn = 0;
     loop {
         // Err: the error, whether it is a duplicate registration, and whether it only says that
         // no controller is active yet (a quorum still electing its first leader at start).
@@ -714,6 +719,12 @@ async fn register(
         let pause = match outcome {
             Ok(done) => return Some(done),
             Err((e, duplicate, electing)) => {
+                refused_in_turn = if electing { refused_in_turn + 1 } else { 0 };
+                if electing && refused_in_turn < voters {
+                    // The next voter (the refusing one was demoted), at once.
+                    continue;
+                }
+                refused_in_turn = 0;
                 // A fresh cluster's brokers usually start before its quorum has elected a
                 // leader: that is news only when it lasts (ten back-offs, about 15 s).
                 if attempt == 0 && electing {

@@ -13,12 +13,12 @@
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest, ApiKey,
-    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteTopicsRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeLogDirsRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
-    FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader,
+    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -48,6 +48,9 @@ pub enum Request {
     DescribeCluster(DescribeClusterRequest),
     DescribeTopicPartitions(DescribeTopicPartitionsRequest),
     DescribeLogDirs(DescribeLogDirsRequest),
+    DescribeAcls(DescribeAclsRequest),
+    CreateAcls(CreateAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
     InitProducerId(InitProducerIdRequest),
     OffsetCommit(OffsetCommitRequest),
     OffsetFetch(OffsetFetchRequest),
@@ -222,6 +225,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::DescribeLogDirs => {
             Request::DescribeLogDirs(DescribeLogDirsRequest::decode(buf, version)?)
         }
+        ApiKey::DescribeAcls => Request::DescribeAcls(DescribeAclsRequest::decode(buf, version)?),
+        ApiKey::CreateAcls => Request::CreateAcls(CreateAclsRequest::decode(buf, version)?),
+        ApiKey::DeleteAcls => Request::DeleteAcls(DeleteAclsRequest::decode(buf, version)?),
         ApiKey::InitProducerId => {
             Request::InitProducerId(InitProducerIdRequest::decode(buf, version)?)
         }

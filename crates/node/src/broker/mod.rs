@@ -157,6 +157,8 @@ pub struct Broker {
     deferred_dir_failures: Mutex<Vec<(usize, String)>>,
     /// Set when loading the logs truncated one (a torn tail or damage set aside).
     recovery_lost_data: std::sync::atomic::AtomicBool,
+    /// The rate limit of "request refused" lines (issue 20).
+    pub refusals: crate::handlers::refusals::RefusalLog,
 }
 
 impl Broker {
@@ -295,6 +297,7 @@ impl Broker {
                 storage_reports: tokio::sync::Notify::new(),
                 deferred_dir_failures: Mutex::default(),
                 recovery_lost_data: std::sync::atomic::AtomicBool::new(false),
+                refusals: Default::default(),
             },
             jobs,
         ))

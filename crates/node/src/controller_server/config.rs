@@ -103,6 +103,12 @@ pub struct ControllerServerConfig {
     pub metrics_endpoint: Option<crate::metrics::MetricsEndpoint>,
     /// The registry this controller reports into (not a property; see `BrokerConfig::metrics`).
     pub metrics: crate::metrics::Metrics,
+    /// Not a property: campaign for leadership as soon as a pristine quorum is initialized,
+    /// instead of after the election timeout. `keel dev` sets it on the last controller it
+    /// starts (every voter is listening by then), so a fresh dev cluster does not sit out a
+    /// second with no leader; a cluster of processes never sets it (its voters start in any
+    /// order, and the first election waits the timeout as in Kafka).
+    pub campaign_when_pristine: bool,
 }
 
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
@@ -276,6 +282,7 @@ impl ControllerServerConfig {
         Ok(ControllerServerConfig {
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
+            campaign_when_pristine: false,
             node_id,
             also_broker,
             listener,

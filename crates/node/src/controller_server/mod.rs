@@ -423,6 +423,13 @@ async fn start_raft(
             Ok(()) => info!(voters = voters.len(), "initialized the controller quorum"),
             Err(e) => info!(error = %e, "the controller quorum was initialized already"),
         }
+        if config.campaign_when_pristine {
+            // A vote that fails (a voter not up yet) only means the election timeout decides,
+            // as without this.
+            if let Err(e) = raft.trigger().elect().await {
+                info!(error = %e, "could not campaign at once; the election timeout decides");
+            }
+        }
     }
     Ok((raft, machine))
 }

@@ -4,7 +4,14 @@
 //! `min.insync.replicas` 2 (1 for a single replica), `cleanup.policy=compact` (the cleaner keeps
 //! the latest commit of each group and partition; nothing is deleted by age). Until its
 //! partition has a leader the answer is `COORDINATOR_NOT_AVAILABLE` and the client retries.
-//! Transaction and share coordinators do not exist in Keel: `INVALID_REQUEST` for those keys.
+//! Transaction coordinators do not exist in Keel yet: a transactional key is answered
+//! `CLUSTER_AUTHORIZATION_FAILED` with a message saying so — the one error every mainstream
+//! client treats as fatal at once, message included (Kafka's Java `TransactionManager`
+//! `FindCoordinatorHandler` fails any non-retriable error other than the transactional-id and
+//! group authorization ones with the broker's `error_message`; librdkafka's
+//! `rd_kafka_txn_handle_FindCoordinator` raises a fatal error only for the two authorization
+//! codes and retries every other one, `INVALID_REQUEST` included, until `init_transactions`
+//! times out; franz-go fails every non-retriable code). Share coordinators: `INVALID_REQUEST`.
 //! v0–3 carry one key; v4+ a batch (`CoordinatorKeys`), answered one entry per key.
 
 use keel_wire::kafka_protocol::messages::create_topics_request::{
@@ -24,6 +31,11 @@ use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 
 /// Key types (`FindCoordinatorRequest.KeyType`).
 const GROUP_KEY: i8 = 0;
+const TRANSACTION_KEY: i8 = 1;
+
+/// What a transactional producer is told (FindCoordinator and InitProducerId).
+pub const TRANSACTIONS_NOT_SUPPORTED: &str = "transactions are not supported by Keel yet \
+    (no transaction coordinator): use an idempotent producer without transactional.id";
 
 /// How long the first lookup waits for the new topic's partition to get a leader.
 const CREATE_WAIT_MS: u64 = 5_000;
@@ -46,11 +58,16 @@ pub async fn handle(
     for key in keys {
         let answer = if request.key_type == GROUP_KEY {
             find_group_coordinator(broker, &key).await
+        } else if request.key_type == TRANSACTION_KEY {
+            Err((
+                ResponseError::ClusterAuthorizationFailed,
+                TRANSACTIONS_NOT_SUPPORTED.to_string(),
+            ))
         } else {
             Err((
                 ResponseError::InvalidRequest,
                 format!(
-                    "coordinator key type {} is not supported: Keel has no transaction or share coordinator",
+                    "coordinator key type {} is not supported: Keel has no share coordinator",
                     request.key_type
                 ),
             ))

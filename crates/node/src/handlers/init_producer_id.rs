@@ -2,7 +2,11 @@
 //! this broker's block ([`Broker::new_producer_id`]). As in Kafka, a request without a
 //! transactional id gets a new id whatever producer id and epoch it carries (KIP-360's epoch
 //! bump of an idempotent producer is answered with a fresh id). Keel has no transaction
-//! coordinator: a transactional id is refused with `INVALID_REQUEST`.
+//! coordinator yet: a transactional id is refused with `CLUSTER_AUTHORIZATION_FAILED`, fatal in
+//! the Java client (`TransactionManager.InitProducerIdHandler`), librdkafka
+//! (`rd_kafka_idemp_check_error`) and franz-go alike (the response has no message field; a
+//! client reaches this only past FindCoordinator, which says why:
+//! [`super::find_coordinator::TRANSACTIONS_NOT_SUPPORTED`]).
 
 use keel_wire::kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, ProducerId,
@@ -21,7 +25,7 @@ pub async fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProd
     };
     if let Some(id) = &request.transactional_id {
         debug!(transactional_id = %id.0, "transactions are not supported");
-        return refused(ResponseError::InvalidRequest);
+        return refused(ResponseError::ClusterAuthorizationFailed);
     }
     match broker.new_producer_id().await {
         Ok(id) => InitProducerIdResponse::default()

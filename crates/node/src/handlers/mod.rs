@@ -1,6 +1,7 @@
 //! One module per Kafka API. Each handler takes the broker and the decoded request and
 //! returns the response body; [`dispatch`] encodes it with the right header.
 
+mod acls;
 mod api_versions;
 mod configs;
 mod create_partitions;
@@ -19,6 +20,7 @@ mod metadata;
 mod offset_for_leader_epoch;
 mod offsets;
 mod produce;
+pub mod refusals;
 pub(crate) mod replica_log_info;
 
 use std::sync::Arc;
@@ -40,7 +42,12 @@ pub async fn dispatch(
     let key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
-    let encode = |body: &dyn ErasedEncode| body.encode_response(key, version, correlation_id);
+    let client_id = request.header.client_id.clone();
+    let client = client_id.as_deref().unwrap_or_default();
+    let encode = |body: &dyn Answer| {
+        broker.refusals.note(key, client, peer, body);
+        body.encode_response(key, version, correlation_id)
+    };
     let bytes = match request.body {
         Request::ApiVersions(_) => encode(&api_versions::handle())?,
         Request::Metadata(r) => encode(&metadata::handle(broker, r, version).await)?,
@@ -52,6 +59,7 @@ pub async fn dispatch(
         Request::Fetch(r) => {
             // Record sets leave as their own parts, uncopied (vectored write).
             let body = fetch::handle(broker, r, version).await;
+            broker.refusals.note(key, client, peer, &body);
             return Ok(Reply::SendParts(response::encode_fetch(
                 version,
                 correlation_id,
@@ -76,11 +84,16 @@ pub async fn dispatch(
             encode(&describe_topic_partitions::handle(broker, r))?
         }
         Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, r))?,
+        Request::DescribeAcls(r) => encode(&acls::describe(r))?,
+        Request::CreateAcls(r) => encode(&acls::create(r))?,
+        Request::DeleteAcls(r) => encode(&acls::delete(r))?,
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
         Request::FindCoordinator(r) => encode(&find_coordinator::handle(broker, r, version).await)?,
         Request::JoinGroup(r) => {
-            let client_id = request.header.client_id.as_deref().unwrap_or_default();
-            let caller = groups::Caller { client_id, peer };
+            let caller = groups::Caller {
+                client_id: client,
+                peer,
+            };
             encode(&groups::join(broker, r, version, caller).await)?
         }
         Request::SyncGroup(r) => encode(&groups::sync(broker, r, version).await)?,
@@ -95,6 +108,11 @@ pub async fn dispatch(
     };
     Ok(Reply::Send(bytes))
 }
+
+/// A response body `dispatch` can log the refusal of and encode.
+trait Answer: ErasedEncode + refusals::Refusal {}
+
+impl<T: ErasedEncode + refusals::Refusal> Answer for T {}
 
 /// Lets `dispatch` encode any response body through one closure.
 trait ErasedEncode {
