@@ -4,7 +4,9 @@ group rebalances. Each test cites the Kafka code that defines the behaviour.
 
 The Java side is tests/java/KeelGroupCorners.java (kafka-clients 4.1, built like the Java client
 check); librdkafka through confluent-kafka; the rebalance timing over the raw wire, since only a
-hand-driven leader can hold a group in CompletingRebalance for as long as a test needs.
+hand-driven leader can hold a group in CompletingRebalance for as long as a test needs. Every test
+here also passes against Apache Kafka 4.1.0 itself (a single combined-mode node with
+`group.initial.rebalance.delay.ms=0`, started from the kafka_2.13 jars of tests/java/tools).
 """
 
 from __future__ import annotations
