@@ -79,6 +79,9 @@ pub struct JoinAnswer {
     pub member_id: String,
     /// For the leader: every member's id, instance id and metadata for the chosen protocol.
     pub members: Vec<(String, Option<String>, Bytes)>,
+    /// JoinGroup v9+ (KIP-814): the returning static leader keeps the current assignment and
+    /// must not compute a new one.
+    pub skip_assignment: bool,
 }
 
 impl JoinAnswer {
@@ -92,6 +95,7 @@ impl JoinAnswer {
             leader: String::new(),
             member_id: member_id.to_string(),
             members: Vec::new(),
+            skip_assignment: false,
         }
     }
 }
@@ -132,14 +136,39 @@ pub struct JoinArgs {
     pub protocols: Vec<(String, Bytes)>,
     /// JoinGroup v4+ (KIP-394): a new dynamic member first gets its id with `MEMBER_ID_REQUIRED`.
     pub require_known_member_id: bool,
+    /// JoinGroup v9+ (KIP-814): the answer can tell a returning static leader to skip the
+    /// assignment.
+    pub supports_skip_assignment: bool,
 }
 
 /// The group's state must be written to `__consumer_offsets`; the coordinator calls
-/// [`Group::synced`] with the generation once it is (or failed).
+/// [`Group::synced`] with it once it is (or failed).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Persist {
     pub generation: i32,
     pub value: GroupValue,
+    /// The new member id of a static member that replaced its old one in a stable group: its
+    /// JoinGroup is answered once this write is durable (and reverted if it fails).
+    pub rejoined: Option<String>,
+}
+
+/// A static member's JoinGroup in a stable group, waiting for the write of its new member id
+/// (Kafka's `updateStaticMemberThenRebalanceOrCompleteJoin`, Stable branch).
+#[derive(Debug)]
+struct StaticRejoin {
+    /// The member's new id.
+    member_id: String,
+    /// The leader before the replacement: what a JoinGroup before v9 is told (so a returning
+    /// leader acts as a follower and does not assign again).
+    old_leader: Option<String>,
+    supports_skip_assignment: bool,
+    /// What the member was, restored if the write fails.
+    old_id: String,
+    old_client_id: String,
+    old_client_host: String,
+    old_protocols: Vec<(String, Bytes)>,
+    old_session_timeout_ms: i32,
+    old_rebalance_timeout_ms: i32,
 }
 
 #[derive(Debug)]
@@ -197,6 +226,8 @@ pub struct Group {
     /// `group.initial.rebalance.delay.ms` of a rebalance that started empty.
     delay_until_ms: Option<i64>,
     state_timestamp_ms: i64,
+    /// Static members replaced in `Stable` whose new member id is being written.
+    static_rejoins: Vec<StaticRejoin>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
 }
@@ -220,6 +251,7 @@ impl Group {
             phase_deadline_ms: 0,
             delay_until_ms: None,
             state_timestamp_ms: now_ms,
+            static_rejoins: Vec::new(),
             offsets: BTreeMap::new(),
         }
     }
@@ -396,6 +428,7 @@ impl Group {
             } else {
                 Vec::new()
             },
+            skip_assignment: false,
         }
     }
 
@@ -437,7 +470,7 @@ impl Group {
             let id = new_member_id();
             if let Some(instance) = args.instance_id.clone() {
                 if let Some(index) = self.instance_index(&instance) {
-                    return self.rejoin_static(index, id, args, reply, now_ms);
+                    return self.rejoin_static(index, id, args, reply, now_ms, settings);
                 }
             } else if args.require_known_member_id {
                 self.pending
@@ -551,9 +584,13 @@ impl Group {
         self.maybe_complete_join(now_ms)
     }
 
-    /// KIP-345: a static member came back with a new member id. In a stable group whose
-    /// leader it is not, with the same protocols, it takes its old place without a rebalance;
-    /// otherwise the group rebalances. Its old member id is fenced.
+    /// KIP-345: a static member came back with a new member id (Kafka's
+    /// `updateStaticMemberThenRebalanceOrCompleteJoin`). Its old member id is fenced and the
+    /// member takes the new one with its previous assignment. In a stable group whose selected
+    /// protocol its new protocols do not change, nothing rebalances — also when it was the
+    /// leader (KIP-814): the new member id is written and the JoinGroup answered once it is
+    /// ([`Group::synced`]). Otherwise (another protocol, or a rebalance under way) the group
+    /// rebalances.
     fn rejoin_static(
         &mut self,
         index: usize,
@@ -561,39 +598,105 @@ impl Group {
         args: JoinArgs,
         reply: JoinReply,
         now_ms: i64,
+        settings: &GroupSettings,
     ) -> Option<Persist> {
-        let old_id = self.members[index].id.clone();
-        let was_leader = self.leader.as_deref() == Some(old_id.as_str());
-        let unchanged = same_protocols(&self.members[index].protocols, &args.protocols);
-        {
+        let old_leader = self.leader.clone();
+        let previous = {
             let member = &mut self.members[index];
-            member.answer_join(JoinAnswer::error(ResponseError::FencedInstanceId, &old_id));
+            member.answer_join(JoinAnswer::error(
+                ResponseError::FencedInstanceId,
+                &member.id,
+            ));
             member.answer_sync(SyncAnswer::error(ResponseError::FencedInstanceId));
-            member.id = new_id;
-            member.client_id = args.client_id.clone();
-            member.client_host = args.client_host.clone();
-            member.last_seen_ms = now_ms;
-        }
-        if was_leader {
-            self.leader = Some(self.members[index].id.clone());
-        }
-        if self.state == GroupState::Stable && unchanged && !was_leader {
-            let answer = self.current_join_answer(&self.members[index], false);
-            let _ = reply.send(answer);
-            // The new member id must survive a coordinator failover.
-            return Some(self.persist());
+            let old_id = std::mem::replace(&mut member.id, new_id.clone());
+            StaticRejoin {
+                member_id: new_id.clone(),
+                old_leader: old_leader.clone(),
+                supports_skip_assignment: args.supports_skip_assignment,
+                old_client_id: std::mem::replace(&mut member.client_id, args.client_id.clone()),
+                old_client_host: std::mem::replace(
+                    &mut member.client_host,
+                    args.client_host.clone(),
+                ),
+                old_protocols: member.protocols.clone(),
+                old_session_timeout_ms: member.session_timeout_ms,
+                old_rebalance_timeout_ms: member.rebalance_timeout_ms,
+                old_id,
+            }
+        };
+        // A rejoin of this instance still waiting for its write was just fenced.
+        self.static_rejoins
+            .retain(|r| r.member_id != previous.old_id);
+        if old_leader.as_deref() == Some(previous.old_id.as_str()) {
+            self.leader = Some(new_id.clone());
         }
         self.update_member(index, &args, reply, now_ms);
-        if self.state != GroupState::PreparingRebalance {
-            self.prepare_rebalance(
-                now_ms,
-                &GroupSettings {
-                    initial_rebalance_delay_ms: 0,
-                    ..GroupSettings::default()
-                },
-            );
+        match self.state {
+            GroupState::Stable if self.select_protocol() == self.protocol => {
+                self.static_rejoins.push(previous);
+                Some(Persist {
+                    rejoined: Some(new_id),
+                    ..self.persist()
+                })
+            }
+            GroupState::Stable | GroupState::CompletingRebalance => {
+                // In CompletingRebalance the leader may already be assigning to the old member
+                // id: Kafka rebalances again.
+                self.prepare_rebalance(now_ms, settings);
+                self.maybe_complete_join(now_ms)
+            }
+            GroupState::PreparingRebalance | GroupState::Empty | GroupState::Dead => {
+                self.maybe_complete_join(now_ms)
+            }
         }
-        self.maybe_complete_join(now_ms)
+    }
+
+    /// The write of a replaced static member's new id is durable (`Ok`): its JoinGroup gets the
+    /// current generation — v9+ with the members and `SkipAssignment` if it leads, before v9
+    /// with the old leader id, so a returning leader only syncs. It failed: the member gets its
+    /// old id back and the JoinGroup the error.
+    fn finish_static_rejoin(&mut self, member_id: &str, result: Result<(), ResponseError>) {
+        let Some(at) = self
+            .static_rejoins
+            .iter()
+            .position(|r| r.member_id == member_id)
+        else {
+            return;
+        };
+        let rejoin = self.static_rejoins.remove(at);
+        let Some(index) = self.member_index(member_id) else {
+            return;
+        };
+        let is_leader = self.leader.as_deref() == Some(member_id);
+        match result {
+            Ok(()) => {
+                let skip = rejoin.supports_skip_assignment && is_leader;
+                let mut answer = self.current_join_answer(&self.members[index], skip);
+                answer.skip_assignment = skip;
+                if !rejoin.supports_skip_assignment {
+                    answer.leader = rejoin.old_leader.unwrap_or_default();
+                }
+                self.members[index].answer_join(answer);
+            }
+            Err(error) => {
+                let member = &mut self.members[index];
+                member.id = rejoin.old_id.clone();
+                member.client_id = rejoin.old_client_id;
+                member.client_host = rejoin.old_client_host;
+                member.protocols = rejoin.old_protocols;
+                member.session_timeout_ms = rejoin.old_session_timeout_ms;
+                member.rebalance_timeout_ms = rejoin.old_rebalance_timeout_ms;
+                if is_leader {
+                    self.leader = Some(rejoin.old_id);
+                }
+                let mut answer = JoinAnswer::error(error, "");
+                answer.generation = self.generation;
+                answer.protocol_type = self.protocol_type.clone();
+                answer.protocol = self.protocol.clone();
+                answer.leader = rejoin.old_leader.unwrap_or_default();
+                self.members[index].answer_join(answer);
+            }
+        }
     }
 
     fn max_rebalance_timeout(&self) -> i64 {
@@ -610,6 +713,8 @@ impl Group {
     }
 
     fn prepare_rebalance(&mut self, now_ms: i64, settings: &GroupSettings) {
+        // A static member's JoinGroup waiting for its write is now answered by the rebalance.
+        self.static_rejoins.clear();
         if self.state == GroupState::CompletingRebalance {
             for member in &mut self.members {
                 member.assignment = Bytes::new();
@@ -714,6 +819,7 @@ impl Group {
         Persist {
             generation: self.generation,
             value: self.to_value(),
+            rejoined: None,
         }
     }
 
@@ -781,17 +887,24 @@ impl Group {
         }
     }
 
-    /// The group written at `generation` is durable (`Ok`) or could not be written: a
-    /// completing rebalance of that generation becomes `Stable` and answers every waiting
-    /// SyncGroup, or (on failure) answers them with `error` and rebalances again.
+    /// The group `written` is durable (`Ok`) or could not be written: a completing rebalance of
+    /// its generation becomes `Stable` and answers every waiting SyncGroup, or (on failure)
+    /// answers them with `error` and rebalances again; a replaced static member's JoinGroup
+    /// waiting for it is answered ([`Group::finish_static_rejoin`]).
     pub fn synced(
         &mut self,
-        generation: i32,
+        written: &Persist,
         result: Result<(), ResponseError>,
         now_ms: i64,
         settings: &GroupSettings,
     ) {
-        if self.state != GroupState::CompletingRebalance || self.generation != generation {
+        if let Some(member_id) = &written.rejoined {
+            if self.state == GroupState::Stable && self.generation == written.generation {
+                self.finish_static_rejoin(member_id, result);
+            }
+            return;
+        }
+        if self.state != GroupState::CompletingRebalance || self.generation != written.generation {
             return;
         }
         match result {
@@ -882,6 +995,7 @@ impl Group {
 
     fn remove_member(&mut self, index: usize) {
         let mut member = self.members.remove(index);
+        self.static_rejoins.retain(|r| r.member_id != member.id);
         member.answer_join(JoinAnswer::error(
             ResponseError::UnknownMemberId,
             &member.id,
@@ -945,7 +1059,14 @@ impl Group {
         self.maybe_complete_join(now_ms)
     }
 
-    /// Kafka's OffsetCommit validation for this group.
+    /// Kafka's OffsetCommit validation for this group (`ClassicGroup.validateOffsetCommit`), in
+    /// its order: the member and its generation first, the state last. A commit outside any
+    /// generation (`-1`, as `assign()` consumers and admin clients send) only while the group is
+    /// empty. A member of the current generation commits while the group prepares a rebalance
+    /// (a cooperative member still owns its partitions, KIP-429); a commit of an older
+    /// generation is `ILLEGAL_GENERATION` whatever the state; only between the JoinGroup answers
+    /// and the durable assignment (`CompletingRebalance`) is a current member told
+    /// `REBALANCE_IN_PROGRESS`.
     pub fn validate_commit(
         &self,
         member_id: &str,
@@ -955,21 +1076,20 @@ impl Group {
         if self.state == GroupState::Dead {
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        if generation < 0 && member_id.is_empty() && instance_id.is_none() {
-            // A commit outside any generation (a consumer using assign()): only while no
-            // member is in the group.
-            return if self.state == GroupState::Empty {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
+        if generation < 0 && self.state == GroupState::Empty {
+            return Ok(());
+        }
+        if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+            self.check_member(member_id, instance_id)?;
+            if generation != self.generation {
+                return Err(ResponseError::IllegalGeneration);
+            }
+        } else {
+            // No member id and no generation while the group has members.
+            return Err(ResponseError::UnknownMemberId);
         }
         if self.state == GroupState::CompletingRebalance {
             return Err(ResponseError::RebalanceInProgress);
-        }
-        self.check_member(member_id, instance_id)?;
-        if generation != self.generation {
-            return Err(ResponseError::IllegalGeneration);
         }
         Ok(())
     }

@@ -192,7 +192,7 @@ impl Broker {
         let settings = self.coordinator.settings;
         let _ = self.with_groups(group_id, |groups, now_ms| {
             if let Some(g) = groups.get_mut(group_id) {
-                g.synced(persist.generation, result, now_ms, &settings);
+                g.synced(&persist, result, now_ms, &settings);
             }
         });
     }

@@ -69,6 +69,7 @@ fn join_response(answer: JoinAnswer, version: i16) -> JoinGroupResponse {
             Some(str_bytes(answer.protocol.unwrap_or_default()))
         })
         .with_leader(str_bytes(answer.leader))
+        .with_skip_assignment(answer.skip_assignment)
         .with_member_id(str_bytes(answer.member_id))
         .with_members(
             answer
@@ -122,6 +123,7 @@ pub async fn join(
             .map(|p| (p.name.to_string(), p.metadata.clone()))
             .collect(),
         require_known_member_id: version >= 4,
+        supports_skip_assignment: version >= 9,
     };
     let (tx, rx) = oneshot::channel();
     let settings = broker.coordinator.settings;

@@ -102,7 +102,7 @@ pub async fn dispatch(
         Request::ListGroups(r) => encode(&groups::list(broker, r))?,
         Request::DescribeGroups(r) => encode(&groups::describe(broker, r))?,
         Request::DeleteGroups(r) => encode(&groups::delete(broker, r).await)?,
-        Request::OffsetCommit(r) => encode(&offsets::commit(broker, r).await)?,
+        Request::OffsetCommit(r) => encode(&offsets::commit(broker, r, version).await)?,
         Request::OffsetFetch(r) => encode(&offsets::fetch(broker, r, version))?,
         Request::OffsetDelete(r) => encode(&offsets::delete(broker, r).await)?,
     };

@@ -5,7 +5,8 @@
 //! `generation -1`, no member id, as `assign()` consumers send — only while the group has no
 //! members; otherwise the member, its instance id and the generation must match, and not during
 //! the sync phase of a rebalance), written to `__consumer_offsets` with acks=all, and only then
-//! applied and answered: an answered commit survives the coordinator's `kill -9`.
+//! applied and answered: an answered commit survives the coordinator's `kill -9`. A partition
+//! the metadata does not know is answered `UNKNOWN_TOPIC_OR_PARTITION` and not committed.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +30,11 @@ use crate::coordinator::group::Group;
 use crate::coordinator::records::{encode_offset, OffsetValue, RecordKey};
 
 /// OffsetCommit.
-pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCommitResponse {
+pub async fn commit(
+    broker: &Arc<Broker>,
+    req: OffsetCommitRequest,
+    version: i16,
+) -> OffsetCommitResponse {
     let group_id = req.group_id.to_string();
     let max_metadata = broker
         .config
@@ -49,6 +54,8 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
             // topic name is longer than 249 bytes); flexible versions can send longer ones.
             let value = if topic.name.len() > crate::coordinator::records::MAX_STRING_BYTES {
                 Err(ResponseError::InvalidTopicException)
+            } else if !partition_exists(broker, &topic.name, p.partition_index) {
+                Err(ResponseError::UnknownTopicOrPartition)
             } else if metadata.len() > max_metadata {
                 Err(ResponseError::OffsetMetadataTooLarge)
             } else {
@@ -64,7 +71,12 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
     }
     let member = req.member_id.to_string();
     let instance = req.group_instance_id.as_ref().map(ToString::to_string);
-    let checked = if group_id.is_empty() {
+    // Kafka answers a request naming no partition it can commit from the metadata alone: the
+    // group is neither checked nor created (KafkaApis.handleOffsetCommitRequest).
+    let nothing_to_commit = !planned.is_empty() && planned.iter().all(|(_, _, v)| v.is_err());
+    let checked = if nothing_to_commit {
+        Ok(None)
+    } else if group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else {
         broker
@@ -76,14 +88,18 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
                         groups.insert(group_id.clone(), Group::new(&group_id, now_ms));
                         Ok(())
                     }
+                    // Kafka (OffsetMetadataManager.validateOffsetCommit): v9+ names the
+                    // missing group, older versions keep ILLEGAL_GENERATION.
+                    None if version >= 9 => Err(ResponseError::GroupIdNotFound),
                     None => Err(ResponseError::IllegalGeneration),
                 }
             })
-            .and_then(|(scope, r)| r.map(|()| scope))
+            .and_then(|(scope, r)| r.map(|()| Some(scope)))
     };
     let outcome = match checked {
         Err(e) => Err(e),
-        Ok(scope) => {
+        Ok(None) => Ok(()),
+        Ok(Some(scope)) => {
             let records: crate::coordinator::GroupRecords = planned
                 .iter()
                 .filter_map(|(topic, partition, value)| {
@@ -141,6 +157,20 @@ pub async fn commit(broker: &Arc<Broker>, req: OffsetCommitRequest) -> OffsetCom
             })
             .collect(),
     )
+}
+
+/// Whether `topic` has partition `index` in this broker's metadata image. Kafka answers a
+/// commit for a partition it does not know `UNKNOWN_TOPIC_OR_PARTITION` per partition and
+/// commits the others (KafkaApis.handleOffsetCommitRequest: `metadataCache.contains(topic)`,
+/// then `getPartitionInfo` per partition; OffsetCommitRequestTest).
+fn partition_exists(broker: &Broker, topic: &str, index: i32) -> bool {
+    let image = broker.image();
+    let (Some(id), Ok(index)) = (image.topic_id(topic), u32::try_from(index)) else {
+        return false;
+    };
+    image
+        .partition(keel_controller::types::TopicPartition::new(id, index))
+        .is_some()
 }
 
 /// One group's committed offsets for the asked partitions (`None`: every partition it has).
