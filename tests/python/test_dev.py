@@ -173,20 +173,47 @@ def test_dev_fails_at_once_when_a_port_is_taken(tmp_path):
 
     from keel_broker import keel_bin
 
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    taken = holder.getsockname()[1]
-    try:
-        run = subprocess.run([str(keel_bin()), "dev", "--data-dir", str(tmp_path / "dev"), "--port", str(taken - 1),
-                              "--no-metrics"], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"keel dev did not exit with its port {taken} taken:\n{e.stderr}") from None
-    finally:
-        holder.close()
-    assert run.returncode != 0, run.stderr[-3000:]
-    assert "keel: ready" not in run.stderr, run.stderr[-3000:]
-    assert f"127.0.0.1:{taken}" in run.stderr and "dev broker 1 could not start" in run.stderr, run.stderr[-3000:]
+    import random
+
+    def free(port):
+        probe = socket.socket()
+        try:
+            probe.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
+
+    # Ports below the kernel's ephemeral range, so no outgoing connection of this machine holds
+    # broker 0's or broker 2's port by chance; another process still may between the probe and
+    # the run, so an attempt whose error names a port other than the held one is tried again.
+    for _ in range(5):
+        base = random.randrange(20000, 32000)
+        if not (free(base) and free(base + 2)):
+            continue
+        holder = socket.socket()
+        try:
+            holder.bind(("127.0.0.1", base + 1))
+        except OSError:
+            holder.close()
+            continue
+        holder.listen()
+        taken = base + 1
+        try:
+            run = subprocess.run([str(keel_bin()), "dev", "--data-dir", str(tmp_path / f"dev-{base}"), "--port",
+                                  str(base), "--no-metrics"], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"keel dev did not exit with its port {taken} taken:\n{e.stderr}") from None
+        finally:
+            holder.close()
+        assert run.returncode != 0, run.stderr[-3000:]
+        assert "keel: ready" not in run.stderr, run.stderr[-3000:]
+        if "dev broker 1 could not start" not in run.stderr and "Address already in use" in run.stderr:
+            continue  # another process took broker 0's or 2's port meanwhile
+        assert f"127.0.0.1:{taken}" in run.stderr and "dev broker 1 could not start" in run.stderr, run.stderr[-3000:]
+        return
+    raise AssertionError("no free port range found for the test in five attempts")
 
 
 def test_dev_warns_about_ports_in_the_ephemeral_range(tmp_path):
