@@ -61,6 +61,10 @@ pub struct Listener {
     pub host: String,
     /// The advertised port.
     pub port: u16,
+    /// Kafka's security protocol id (0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL);
+    /// records written before it existed read as PLAINTEXT.
+    #[serde(default)]
+    pub security_protocol: i16,
 }
 
 /// Kafka's `RegisterBrokerRecord`.

@@ -416,6 +416,7 @@ fn run_controller(props: &BTreeMap<String, String>) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
+        spawn_reload_handler(config.tls_reload.clone())?;
         keel_node::controller_server::run(
             config,
             Arc::new(OsStorage::new()),
@@ -457,6 +458,7 @@ fn run(config: BrokerConfig) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         spawn_signal_handler(shutdown.clone())?;
+        spawn_reload_handler(config.tls_reload.clone())?;
         keel_node::runtime::run(
             config,
             Arc::new(OsStorage::new()),
@@ -488,6 +490,19 @@ fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
         }
         eprintln!("keel: second signal, exiting without a clean shutdown");
         std::process::exit(130);
+    });
+    Ok(())
+}
+
+/// SIGHUP reloads every TLS keystore and truststore (certificate rotation without a restart).
+fn spawn_reload_handler(reload: keel_node::security::TlsReload) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            info!("SIGHUP received: reloading TLS keystores and truststores");
+            reload.trigger();
+        }
     });
     Ok(())
 }

@@ -23,9 +23,9 @@ pub enum ConfigError {
     #[error("malformed line {line}: {text:?} (expected key=value)")]
     MalformedLine { line: usize, text: String },
     #[error(
-        "security is not implemented yet (TLS, SASL and authorization come with issues 21 and \
-         22), and Keel does not start with a config that asks for it rather than serve \
-         plaintext: {}",
+        "SASL and authorization are not implemented yet (they come with issues 21 and 22; TLS \
+         is served), and Keel does not start with a config that asks for them rather than \
+         serve without them: {}",
         .0.join("; ")
     )]
     SecurityNotImplemented(Vec<String>),
@@ -145,6 +145,12 @@ pub struct BrokerConfig {
     /// `advertised.listeners`; default: `listeners`, with an empty host advertised as
     /// `localhost`.
     pub advertised_listeners: Vec<Listener>,
+    /// Every listener's security protocol (`listener.security.protocol.map`, or Kafka's default
+    /// map with the controller listeners as PLAINTEXT).
+    pub listener_protocols: crate::security::ProtocolMap,
+    /// The listener other brokers' replica fetchers connect to (`inter.broker.listener.name`,
+    /// or the one `security.inter.broker.protocol` names; upper-cased).
+    pub inter_broker_listener_name: String,
     /// `num.partitions`; default 1.
     pub num_partitions: i32,
     /// `default.replication.factor`; default 1.
@@ -258,6 +264,9 @@ pub struct BrokerConfig {
     /// The registry this broker (and its in-process or combined controller) reports into: a
     /// new one per parsed config; `keel dev` and tests share one between nodes. Not a property.
     pub metrics: crate::metrics::Metrics,
+    /// Fired to reload every TLS keystore and truststore (SIGHUP in `keel server`). Not a
+    /// property; each parsed config gets its own.
+    pub tls_reload: crate::security::TlsReload,
 }
 
 /// Keys the broker reads directly; anything else that is not a topic-default synonym is
@@ -406,6 +415,13 @@ impl BrokerConfig {
                 reason: "names no broker listener (every listener is a controller listener)".into(),
             });
         }
+        let listener_protocols =
+            crate::security::ProtocolMap::from_properties(props, &controller_listener_names)?;
+        for listener in &listeners {
+            listener_protocols.protocol_of("listeners", listener)?;
+        }
+        let inter_broker_listener_name =
+            crate::security::inter_broker_listener_name(props, &listener_protocols, &listeners)?;
         let process_roles: Vec<String> = get("process.roles")
             .unwrap_or_default()
             .split(',')
@@ -464,11 +480,23 @@ impl BrokerConfig {
         };
         let metrics_endpoint =
             crate::metrics::MetricsEndpoint::from_properties(props, &listeners[0].host)?;
+        if !advertised_listeners
+            .iter()
+            .any(|l| l.name.eq_ignore_ascii_case(&inter_broker_listener_name))
+        {
+            return Err(ConfigError::InvalidValue {
+                key: crate::security::INTER_BROKER_LISTENER_NAME.into(),
+                value: inter_broker_listener_name,
+                reason: "must be a listener name defined in advertised.listeners".into(),
+            });
+        }
         let config = BrokerConfig {
             node_id,
             log_dirs,
             listeners,
             advertised_listeners,
+            listener_protocols,
+            inter_broker_listener_name,
             num_partitions: get("num.partitions")
                 .map_or(Ok(1), |v| parse_value("num.partitions", v))?,
             default_replication_factor: get("default.replication.factor")
@@ -578,6 +606,7 @@ impl BrokerConfig {
                 .collect(),
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
+            tls_reload: crate::security::TlsReload::default(),
         };
         if config.offsets_topic_num_partitions < 1 || config.offsets_topic_replication_factor < 1 {
             return Err(ConfigError::InvalidValue {
@@ -606,9 +635,32 @@ impl BrokerConfig {
         Ok(config)
     }
 
-    /// The listener clients are told to use.
+    /// The listener clients are told to use when nothing says which: the first advertised.
     pub fn advertised(&self) -> &Listener {
         &self.advertised_listeners[0]
+    }
+
+    /// The advertised form of broker listener `name`.
+    pub fn advertised_listener(&self, name: &str) -> Option<&Listener> {
+        self.advertised_listeners
+            .iter()
+            .find(|l| l.name.eq_ignore_ascii_case(name))
+    }
+
+    /// The security protocol of listener `name` (PLAINTEXT if the map does not name it, which
+    /// config validation rules out for every configured listener).
+    pub fn protocol_of(&self, name: &str) -> crate::security::SecurityProtocol {
+        self.listener_protocols
+            .protocol(name)
+            .unwrap_or(crate::security::SecurityProtocol::Plaintext)
+    }
+
+    /// The controller listener's name (the first of `controller.listener.names`).
+    pub fn controller_listener_name(&self) -> &str {
+        self.controller_listener_names.first().map_or(
+            crate::controller_server::config::DEFAULT_CONTROLLER_LISTENER_NAME,
+            String::as_str,
+        )
     }
 
     /// Where this broker finds its controllers: the addresses of `controller.quorum.voters`,
@@ -707,33 +759,28 @@ pub fn standalone_voter(
 
 // ---- Security Keel does not implement yet ---------------------------------------------------
 //
-// Issues 21 and 22 add TLS, SASL and authorization; they remove this section (and its call at
-// the top of `BrokerConfig::from_properties` and `ControllerServerConfig::from_properties`).
+// TLS is served (crate::security); SASL comes with the rest of issue 21 and authorization with
+// issue 22: they remove this section (and its call at the top of `BrokerConfig::from_properties`
+// and `ControllerServerConfig::from_properties`).
 
-/// `listener.security.protocol.map`: `NAME:PROTOCOL,...`.
-pub const LISTENER_SECURITY_PROTOCOL_MAP: &str = "listener.security.protocol.map";
-/// `security.inter.broker.protocol`.
-pub const SECURITY_INTER_BROKER_PROTOCOL: &str = "security.inter.broker.protocol";
+pub use crate::security::{
+    INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP, SECURITY_INTER_BROKER_PROTOCOL,
+};
 /// `authorizer.class.name` (Kafka's default: empty, no authorizer).
 pub const AUTHORIZER_CLASS_NAME: &str = "authorizer.class.name";
-/// The one security protocol Keel serves.
-const PLAINTEXT: &str = "PLAINTEXT";
-/// Kafka's security protocols (`SecurityProtocol`); a listener with one of these names and no
-/// entry in `listener.security.protocol.map` uses it (Kafka's default map).
-const SECURITY_PROTOCOLS: [&str; 4] = [PLAINTEXT, "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
 
-/// Whether `key` configures TLS or SASL: `ssl.*`, `sasl.*`, and their per-listener forms
-/// `listener.name.<name>.ssl.*`, `listener.name.<name>.sasl.*`,
-/// `listener.name.<name>.<mechanism>.sasl.*`.
-fn is_security_key(key: &str) -> bool {
+/// Whether `key` configures SASL: `sasl.*` and its per-listener forms
+/// `listener.name.<name>.sasl.*`, `listener.name.<name>.<mechanism>.sasl.*`.
+fn is_sasl_key(key: &str) -> bool {
     let key = key.to_ascii_lowercase();
-    let security = |k: &str| k.starts_with("ssl.") || k.starts_with("sasl.");
-    if security(&key) {
+    if key.starts_with("sasl.") {
         return true;
     }
     match key.strip_prefix("listener.name.") {
         Some(rest) => match rest.split_once('.') {
-            Some((_listener, setting)) => security(setting) || setting.contains(".sasl."),
+            Some((_listener, setting)) => {
+                setting.starts_with("sasl.") || setting.contains(".sasl.")
+            }
             None => false,
         },
         None => false,
@@ -743,29 +790,12 @@ fn is_security_key(key: &str) -> bool {
 /// Refuses a configuration that asks for security Keel does not implement yet, naming every
 /// key that does: a listener (in `listeners` or `advertised.listeners`) whose security protocol
 /// — its `listener.security.protocol.map` entry, else its name when that is a protocol — is
-/// `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`; `security.inter.broker.protocol` other than
-/// `PLAINTEXT`; a non-empty `authorizer.class.name`; any `ssl.*` / `sasl.*` key (also
-/// per listener). Map entries for listeners that are not configured are allowed (Kafka's stock
-/// `server.properties` maps `SSL:SSL` and the SASL protocols without using them).
+/// `SASL_PLAINTEXT` or `SASL_SSL`; `security.inter.broker.protocol` naming one of those; a
+/// non-empty `authorizer.class.name`; any `sasl.*` key (also per listener). Map entries for
+/// listeners that are not configured are allowed (Kafka's stock `server.properties` maps the
+/// SASL protocols without using them). A malformed map is a bad value.
 pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    let mut protocols: BTreeMap<String, String> = BTreeMap::new();
-    if let Some(text) = props.get(LISTENER_SECURITY_PROTOCOL_MAP) {
-        for entry in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let (name, protocol) = entry
-                .split_once(':')
-                .map(|(n, p)| (n.trim(), p.trim().to_ascii_uppercase()))
-                .filter(|(n, p)| !n.is_empty() && SECURITY_PROTOCOLS.contains(&p.as_str()))
-                .ok_or_else(|| ConfigError::InvalidValue {
-                    key: LISTENER_SECURITY_PROTOCOL_MAP.into(),
-                    value: text.clone(),
-                    reason: format!(
-                        "{entry:?} is not NAME:PROTOCOL with a protocol of {}",
-                        SECURITY_PROTOCOLS.join(", ")
-                    ),
-                })?;
-            protocols.insert(name.to_ascii_uppercase(), protocol);
-        }
-    }
+    let protocols = crate::security::ProtocolMap::from_properties(props, &[])?;
     let mut refused = Vec::new();
     for key in ["listeners", "advertised.listeners"] {
         let Some(text) = props.get(key) else { continue };
@@ -774,25 +804,17 @@ pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result
             .split(',')
             .filter_map(|e| Listener::parse(e.trim()).ok())
         {
-            // Kafka compares listener names upper-cased.
-            let upper = listener.name.to_ascii_uppercase();
-            let protocol = protocols.get(&upper).cloned().or_else(|| {
-                SECURITY_PROTOCOLS
-                    .contains(&upper.as_str())
-                    .then_some(upper)
-            });
-            if let Some(protocol) = protocol.filter(|p| p != PLAINTEXT) {
+            if let Some(protocol) = protocols.protocol(&listener.name).filter(|p| p.uses_sasl()) {
                 refused.push(format!("{key}: listener {} uses {protocol}", listener.name));
             }
         }
     }
-    if let Some(protocol) = props.get(SECURITY_INTER_BROKER_PROTOCOL) {
-        if !protocol.trim().eq_ignore_ascii_case(PLAINTEXT) {
-            refused.push(format!(
-                "{SECURITY_INTER_BROKER_PROTOCOL}={}",
-                protocol.trim()
-            ));
-        }
+    if let Some(protocol) = props
+        .get(SECURITY_INTER_BROKER_PROTOCOL)
+        .and_then(|p| crate::security::SecurityProtocol::parse(p))
+        .filter(|p| p.uses_sasl())
+    {
+        refused.push(format!("{SECURITY_INTER_BROKER_PROTOCOL}={protocol}"));
     }
     if let Some(class) = props
         .get(AUTHORIZER_CLASS_NAME)
@@ -800,7 +822,7 @@ pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result
     {
         refused.push(format!("{AUTHORIZER_CLASS_NAME}={}", class.trim()));
     }
-    refused.extend(props.keys().filter(|k| is_security_key(k)).cloned());
+    refused.extend(props.keys().filter(|k| is_sasl_key(k)).cloned());
     if refused.is_empty() {
         Ok(())
     } else {
@@ -893,14 +915,15 @@ mod tests {
         }
     }
 
-    // Shows: a config asking for security Keel does not implement stops the start, naming the
-    // key — an SSL or SASL listener by name or through listener.security.protocol.map, an
-    // authorizer, ssl.* / sasl.* keys and their listener.name.<name>. forms (issue 19, "Refuse
-    // what it does not do"); the refusal also reaches the controller role's parser.
+    // Shows: a config asking for security Keel does not implement yet stops the start, naming
+    // the key — a SASL listener by name or through listener.security.protocol.map, an
+    // authorizer, sasl.* keys and their listener.name.<name>. forms (issue 19, "Refuse what it
+    // does not do"); the refusal also reaches the controller role's parser. TLS is not refused
+    // (issue 21).
     #[test]
     fn refuses_security_it_does_not_implement() {
-        let err = refusal(&[("listeners", "SSL://127.0.0.1:9093")]);
-        assert!(err.contains("listener SSL uses SSL"), "{err}");
+        let err = refusal(&[("listeners", "SASL_SSL://127.0.0.1:9093")]);
+        assert!(err.contains("listener SASL_SSL uses SASL_SSL"), "{err}");
         assert!(err.contains("issues 21 and 22"), "{err}");
         let err = refusal(&[
             ("listeners", "CLIENT://:9092"),
@@ -917,11 +940,9 @@ mod tests {
             "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         )]);
         assert!(err.contains("authorizer.class.name="), "{err}");
-        assert!(refusal(&[("security.inter.broker.protocol", "SSL")]).contains("SSL"));
+        assert!(refusal(&[("security.inter.broker.protocol", "SASL_SSL")]).contains("SASL_SSL"));
         for key in [
-            "ssl.keystore.location",
             "sasl.enabled.mechanisms",
-            "listener.name.internal.ssl.truststore.location",
             "listener.name.sasl_ssl.plain.sasl.jaas.config",
             "listener.name.client.sasl.enabled.mechanisms",
         ] {
@@ -929,20 +950,35 @@ mod tests {
             assert!(err.contains(key), "{key}: {err}");
         }
         // Every offending key is named, in one line.
-        let err = refusal(&[("ssl.key.password", "x"), ("sasl.jaas.config", "y")]);
-        assert!(err.contains("sasl.jaas.config; ssl.key.password"), "{err}");
+        let err = refusal(&[
+            ("sasl.mechanism.inter.broker.protocol", "x"),
+            ("sasl.jaas.config", "y"),
+        ]);
+        assert!(
+            err.contains("sasl.jaas.config; sasl.mechanism.inter.broker.protocol"),
+            "{err}"
+        );
         let controller =
             crate::controller_server::ControllerServerConfig::from_properties(&props(&[
                 ("node.id", "1"),
                 ("process.roles", "controller"),
                 ("listeners", "CONTROLLER://:9093"),
-                ("listener.security.protocol.map", "CONTROLLER:SSL"),
+                (
+                    "listener.security.protocol.map",
+                    "CONTROLLER:SASL_PLAINTEXT",
+                ),
                 ("log.dirs", "/a"),
             ]));
         assert!(
             matches!(controller, Err(ConfigError::SecurityNotImplemented(_))),
             "{controller:?}"
         );
+        assert!(BrokerConfig::from_properties(&props(&[
+            ("node.id", "1"),
+            ("listeners", "SSL://127.0.0.1:9093"),
+            ("ssl.keystore.location", "/k.pem"),
+        ]))
+        .is_ok());
     }
 
     // Shows: what is not a request for security starts — Kafka's stock map (SSL and SASL entries

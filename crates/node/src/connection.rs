@@ -7,8 +7,15 @@
 //! counted (`keel_malformed_requests_total`); nothing a client sends stops the process. On shutdown, buffered requests are not started and every
 //! connection is aborted at its next await (a request's synchronous part — an append — is never
 //! cut in half). Generic over the stream type so the simulator can drive it with its own sockets.
+//!
+//! Each connection first runs its listener's security ([`ListenerSecurity`]): a TLS handshake on
+//! SSL listeners (a failure closes the connection, is counted in
+//! `keel_failed_authentication_total` and logged at most once per listener per
+//! [`MALFORMED_LOG_INTERVAL`]). Its requests are then answered with a [`Session`]: the peer, the
+//! listener, and the principal the connection authenticated as.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use keel_wire::frame::{self, FrameError};
@@ -17,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::metrics::RequestMetrics;
-use crate::net::Listener;
+use crate::net::{BoxStream, Listener};
+use crate::security::{KafkaPrincipal, ListenerSecurity};
 
 /// Initial read buffer per connection.
 const READ_BUFFER_BYTES: usize = 64 * 1024;
@@ -29,21 +37,21 @@ const ACCEPT_RETRY_MS: u64 = 100;
 /// a second); the lines left out are counted and the next line says how many.
 pub const MALFORMED_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// One listener's rate limit for malformed-request lines.
+/// One listener's rate limit for one kind of line (malformed requests, failed handshakes).
 #[derive(Debug, Default)]
-struct MalformedLog {
-    state: std::sync::Mutex<MalformedLogState>,
+struct RateLimitedLog {
+    state: std::sync::Mutex<RateLimitedLogState>,
 }
 
 #[derive(Debug, Default)]
-struct MalformedLogState {
+struct RateLimitedLogState {
     /// When the last line was logged.
     last_logged: Option<tokio::time::Instant>,
     /// Lines left out since.
     suppressed: u64,
 }
 
-impl MalformedLog {
+impl RateLimitedLog {
     /// Whether the malformed request seen at `now` is logged: `Some(n)`, with the `n` lines left
     /// out before it, at most once per [`MALFORMED_LOG_INTERVAL`]; `None` (counted) otherwise.
     fn admit(&self, now: tokio::time::Instant) -> Option<u64> {
@@ -60,6 +68,28 @@ impl MalformedLog {
         }
         state.last_logged = Some(now);
         Some(std::mem::take(&mut state.suppressed))
+    }
+}
+
+/// Who a connection's requests come from.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The network's description of the other end (`ip:port` over TCP).
+    pub peer: String,
+    /// The name of the listener the connection arrived on (as configured, e.g. `PLAINTEXT`).
+    pub listener: Arc<str>,
+    /// Who the connection authenticated as (`User:ANONYMOUS` without authentication).
+    pub principal: KafkaPrincipal,
+}
+
+impl Session {
+    /// A session of `peer` on listener `listener`, not authenticated.
+    pub fn anonymous(peer: impl Into<String>, listener: &str) -> Session {
+        Session {
+            peer: peer.into(),
+            listener: Arc::from(listener),
+            principal: KafkaPrincipal::anonymous(),
+        }
     }
 }
 
@@ -121,9 +151,8 @@ async fn write_parts<W: AsyncWrite + Unpin>(
 
 /// One listener's way of answering a frame (decode with its API set, dispatch, encode).
 pub trait RequestHandler: Clone + Send + Sync + 'static {
-    /// Answers one frame (without its size prefix) from `peer` (the network's description of
-    /// the other end, `ip:port` over TCP).
-    fn handle(&self, frame: Bytes, peer: &str) -> impl Future<Output = Reply> + Send;
+    /// Answers one frame (without its size prefix) of a connection's `session`.
+    fn handle(&self, frame: Bytes, session: &mut Session) -> impl Future<Output = Reply> + Send;
 
     /// Where this listener's request latency goes (`keel_request_latency_seconds`), if
     /// anywhere.
@@ -133,15 +162,17 @@ pub trait RequestHandler: Clone + Send + Sync + 'static {
 }
 
 /// Accepts connections until `shutdown` is cancelled, then stops them all; when this returns no
-/// request runs any more.
+/// request runs any more. Every connection first runs `security` (its TLS handshake).
 pub async fn serve<L: Listener, H: RequestHandler>(
     mut listener: L,
     handler: H,
     max_request_bytes: usize,
+    security: Arc<ListenerSecurity>,
     shutdown: CancellationToken,
 ) {
     let mut connections = tokio::task::JoinSet::new();
-    let malformed = std::sync::Arc::new(MalformedLog::default());
+    let malformed = Arc::new(RateLimitedLog::default());
+    let handshakes = Arc::new(RateLimitedLog::default());
     loop {
         tokio::select! {
             biased;
@@ -149,11 +180,25 @@ pub async fn serve<L: Listener, H: RequestHandler>(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     let (handler, shutdown) = (handler.clone(), shutdown.clone());
-                    let malformed = malformed.clone();
+                    let (malformed, handshakes) = (malformed.clone(), handshakes.clone());
+                    let security = security.clone();
                     connections.spawn(async move {
+                        let secured = tokio::select! {
+                            biased;
+                            () = shutdown.cancelled() => return,
+                            secured = secure(stream, &peer, &security, &handler, &handshakes) => secured,
+                        };
+                        let Some((stream, principal)) = secured else {
+                            return;
+                        };
+                        let session = Session {
+                            peer,
+                            listener: Arc::from(security.name.as_str()),
+                            principal,
+                        };
                         handle_connection(
                             stream,
-                            peer,
+                            session,
                             handler,
                             max_request_bytes,
                             &malformed,
@@ -176,6 +221,45 @@ pub async fn serve<L: Listener, H: RequestHandler>(
     info!("listener and connections stopped");
 }
 
+/// Runs the listener's transport security on a new connection: the TLS handshake of an SSL
+/// listener. `None`: it failed (counted, logged rate-limited) and the connection is dropped.
+async fn secure<H: RequestHandler>(
+    stream: BoxStream,
+    peer: &str,
+    security: &ListenerSecurity,
+    handler: &H,
+    log: &RateLimitedLog,
+) -> Option<(BoxStream, KafkaPrincipal)> {
+    let Some(tls) = &security.tls else {
+        return Some((stream, KafkaPrincipal::anonymous()));
+    };
+    match tls.accept(stream).await {
+        Ok((stream, principal)) => {
+            Some((stream, principal.unwrap_or_else(KafkaPrincipal::anonymous)))
+        }
+        Err(e) => {
+            if let Some(metrics) = handler.request_metrics() {
+                metrics.count_failed_authentication(&security.name, "TLS");
+            }
+            if let Some(suppressed) = log.admit(tokio::time::Instant::now()) {
+                // A plaintext client on a TLS port fails the handshake with a corrupt record.
+                let hint = match e.to_string().contains("corrupt message") {
+                    true => " (a client without TLS? set security.protocol=SSL)",
+                    false => "",
+                };
+                info!(%peer, listener = %security.name, error = %e, suppressed, "TLS handshake failed{hint}");
+            }
+            None
+        }
+    }
+}
+
+/// The first bytes of a TLS ClientHello (a handshake record of TLS 1.x): what a client speaking
+/// TLS to a PLAINTEXT listener sends.
+fn looks_like_tls(buffer: &[u8]) -> bool {
+    buffer.len() >= 3 && buffer[0] == 0x16 && buffer[1] == 0x03 && buffer[2] <= 0x04
+}
+
 /// Why a connection ended.
 #[derive(Debug)]
 enum Closed {
@@ -191,10 +275,10 @@ enum Closed {
 /// Serves one connection until the peer closes it, it misbehaves, or the process stops.
 async fn handle_connection<S, H>(
     stream: S,
-    peer: String,
+    mut session: Session,
     handler: H,
     max_request_bytes: usize,
-    malformed: &MalformedLog,
+    malformed: &RateLimitedLog,
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -202,6 +286,7 @@ async fn handle_connection<S, H>(
 {
     let (mut reader, mut writer) = tokio::io::split(stream);
     let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let mut first = true;
     let closed = loop {
         let frame = match frame::take_frame(&mut buffer, max_request_bytes) {
             Ok(Some(frame)) => frame,
@@ -218,8 +303,16 @@ async fn handle_connection<S, H>(
                     Err(e) => break Closed::Io(e),
                 }
             }
+            Err(_) if first && looks_like_tls(&buffer) => {
+                break Closed::Rejected(format!(
+                    "the client speaks TLS to listener {}, which is PLAINTEXT (set \
+                     security.protocol=PLAINTEXT, or connect to a TLS listener)",
+                    session.listener
+                ))
+            }
             Err(e) => break Closed::Frame(e),
         };
+        first = false;
         // A request already buffered when shutdown began is not started: its client will
         // retry elsewhere or later, and nothing may append after the logs are closed.
         if shutdown.is_cancelled() {
@@ -230,7 +323,7 @@ async fn handle_connection<S, H>(
         // time.
         let api_key = keel_wire::keel_rpc::peek_api_key(&frame);
         let started = tokio::time::Instant::now();
-        let reply = handler.handle(frame, &peer).await;
+        let reply = handler.handle(frame, &mut session).await;
         if let Some(metrics) = handler.request_metrics() {
             metrics.observe(api_key, started.elapsed().as_secs_f64());
         }
@@ -256,6 +349,7 @@ async fn handle_connection<S, H>(
         }
         malformed.admit(tokio::time::Instant::now())
     };
+    let peer = &session.peer;
     match closed {
         Closed::Eof | Closed::Shutdown => debug!(%peer, "connection closed"),
         Closed::Io(e) => debug!(%peer, error = %e, "connection closed by an I/O error"),
@@ -283,7 +377,7 @@ mod tests {
     // 23,378 lines in 4 minutes).
     #[test]
     fn malformed_lines_are_rate_limited_with_a_count() {
-        let log = MalformedLog::default();
+        let log = RateLimitedLog::default();
         let start = tokio::time::Instant::now();
         let at = |ms: u64| start + std::time::Duration::from_millis(ms);
         assert_eq!(log.admit(at(0)), Some(0));

@@ -33,5 +33,6 @@ pub mod net;
 pub mod partition;
 pub mod raft;
 pub mod runtime;
+pub mod security;
 pub mod server;
 pub mod topic_config;

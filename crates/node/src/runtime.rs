@@ -53,7 +53,7 @@ const STARTUP_SETTLE_MAX_MS: u64 = 3_000;
 /// How often a registration refused as a duplicate is retried (see `register`).
 const DUPLICATE_REGISTRATION_RETRY: Duration = Duration::from_millis(250);
 /// The address of a single-node cluster's in-process controller.
-const IN_PROCESS_CONTROLLER: &str = "in-process-controller:0";
+pub(crate) const IN_PROCESS_CONTROLLER: &str = "in-process-controller:0";
 
 /// Where the broker listens, known once it is bound (the port may have been 0).
 #[derive(Debug, Clone)]
@@ -103,9 +103,19 @@ impl LocalController {
             "metadata.log.dir".into(),
             config.log_dirs[0].display().to_string(),
         );
+        // The in-memory controller listener is never on a network: PLAINTEXT whatever the
+        // broker's listeners speak; its URM reaches this broker on the inter-broker listener.
+        props.remove(crate::security::LISTENER_SECURITY_PROTOCOL_MAP);
+        props.remove(crate::security::SECURITY_INTER_BROKER_PROTOCOL);
+        props.remove(crate::security::INTER_BROKER_LISTENER_NAME);
+        let mut controller = ControllerServerConfig::from_properties(&props)?;
+        controller.raw = config.raw.clone();
+        controller.broker_listener = (
+            config.inter_broker_listener_name.clone(),
+            config.protocol_of(&config.inter_broker_listener_name),
+        );
         Ok(LocalController::InProcess(Self::reporting_with(
-            ControllerServerConfig::from_properties(&props)?,
-            config,
+            controller, config,
         )))
     }
 
@@ -116,6 +126,7 @@ impl LocalController {
         broker: &BrokerConfig,
     ) -> ControllerServerConfig {
         controller.metrics = broker.metrics.clone();
+        controller.tls_reload = broker.tls_reload.clone();
         controller.metrics_endpoint = None;
         controller
     }
@@ -411,27 +422,60 @@ async fn run_broker(
     on_ready: impl FnOnce(&Ready),
 ) -> anyhow::Result<()> {
     let config = broker.config.clone();
-    let listener_config = config.listeners[0].clone();
-    // Bound now (the registration carries the port), served once the broker is unfenced;
-    // clients connecting before then wait in the accept queue.
-    let (listener, port) = broker
-        .network()
-        .listen(&listener_config.host, listener_config.port)
-        .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot listen on {}:{}: {e}",
-                listener_config.host,
-                listener_config.port
-            )
-        })?;
-    let mut advertised = config.advertised().clone();
-    if advertised.port == 0 {
-        advertised.port = port;
+    // Every broker listener is bound now (the registration carries the ports) and served once
+    // the broker is unfenced; clients connecting before then wait in the accept queue. Each
+    // speaks its security protocol (TLS settings read now: a bad keystore stops the start).
+    let mut bound = Vec::new();
+    for listener_config in &config.listeners {
+        let protocol = config.protocol_of(&listener_config.name);
+        let security =
+            crate::security::ListenerSecurity::new(&config.raw, &listener_config.name, protocol)
+                .map_err(|e| anyhow::anyhow!("listener {}: {e}", listener_config.name))?;
+        let (listener, port) = broker
+            .network()
+            .listen(&listener_config.host, listener_config.port)
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot listen on {}:{}: {e}",
+                    listener_config.host,
+                    listener_config.port
+                )
+            })?;
+        bound.push((listener, port, Arc::new(security)));
     }
+    // What clients are told: each advertised listener, with the bound port where it said 0.
+    let advertised: Vec<(Listener, crate::security::SecurityProtocol)> = config
+        .advertised_listeners
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            if a.port == 0 {
+                if let Some(index) = config.listeners.iter().position(|l| l.name == a.name) {
+                    a.port = bound[index].1;
+                }
+            }
+            let protocol = config.protocol_of(&a.name);
+            (a, protocol)
+        })
+        .collect();
+    // SIGHUP (or whoever holds the trigger) reloads every listener's and outgoing TLS.
+    let reload_stop = CancellationToken::new();
+    let _stop_reloads = reload_stop.clone().drop_guard();
+    tokio::spawn({
+        let servers = bound.iter().filter_map(|(_, _, s)| s.tls.clone()).collect();
+        let clients = [broker.inter_broker_network(), broker.controller_network()]
+            .into_iter()
+            .filter_map(|n| n.tls().cloned())
+            .collect();
+        let reload = config.tls_reload.clone();
+        async move { reload.serve(servers, clients, reload_stop).await }
+    });
+    let port = bound[0].1;
+    let first = &advertised[0].0;
     let ready = Ready {
         port,
-        bootstrap: format!("{}:{}", advertised.host, advertised.port),
+        bootstrap: format!("{}:{}", first.host, first.port),
         metrics: None,
     };
 
@@ -440,11 +484,7 @@ async fn run_broker(
         broker_id: config.node_id,
         cluster_id: broker.cluster_id.clone(),
         incarnation_id: broker.clock.new_uuid(),
-        listeners: vec![Listener {
-            name: advertised.name.clone(),
-            host: advertised.host.clone(),
-            port: advertised.port,
-        }],
+        listeners: advertised,
         rack: None,
         log_dir_ids: broker.log_dir_ids(),
         previous_broker_epoch: match broker.previous_shutdown {
@@ -559,7 +599,17 @@ async fn run_broker(
     }
 
     let serve_stop = CancellationToken::new();
-    let server_task = tokio::spawn(server::serve(listener, broker.clone(), serve_stop.clone()));
+    let server_tasks: Vec<_> = bound
+        .into_iter()
+        .map(|(listener, _, security)| {
+            tokio::spawn(server::serve(
+                listener,
+                broker.clone(),
+                security,
+                serve_stop.clone(),
+            ))
+        })
+        .collect();
     let mut background = spawn_background(broker.clone(), tasks.clone());
     background.push(tokio::spawn(crate::cluster::fetcher::run(
         broker.clone(),
@@ -640,7 +690,9 @@ async fn run_broker(
     }
     serve_stop.cancel();
     tasks.cancel();
-    let _ = server_task.await;
+    for task in server_tasks {
+        let _ = task.await;
+    }
     tracing::debug!("server stopped");
     let _ = follow_task.await;
     tracing::debug!("metadata follower stopped");

@@ -10,8 +10,9 @@ use keel_wire::response;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
-use crate::connection::{self, Reply, RequestHandler};
+use crate::connection::{self, Reply, RequestHandler, Session};
 use crate::handlers;
+use crate::security::ListenerSecurity;
 
 /// Answers broker requests.
 #[derive(Debug, Clone)]
@@ -22,14 +23,14 @@ impl RequestHandler for BrokerHandler {
         Some(&self.0.request_metrics)
     }
 
-    async fn handle(&self, frame: Bytes, peer: &str) -> Reply {
+    async fn handle(&self, frame: Bytes, session: &mut Session) -> Reply {
         if keel_wire::keel_rpc::peek_api_key(&frame)
             == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)
         {
             return handlers::replica_log_info::handle(&self.0, frame);
         }
         match request::decode(frame) {
-            Ok(decoded) => match handlers::dispatch(&self.0, decoded, peer).await {
+            Ok(decoded) => match handlers::dispatch(&self.0, decoded, session).await {
                 Ok(reply) => reply,
                 Err(e) => Reply::Reject(format!("cannot answer request: {e:#}")),
             },
@@ -44,12 +45,21 @@ impl RequestHandler for BrokerHandler {
     }
 }
 
-/// Accepts broker connections until `shutdown` is cancelled, then stops every connection.
+/// Accepts broker connections on one listener until `shutdown` is cancelled, then stops every
+/// connection.
 pub async fn serve<L: crate::net::Listener>(
     listener: L,
     broker: Arc<Broker>,
+    security: Arc<ListenerSecurity>,
     shutdown: CancellationToken,
 ) {
     let max_bytes = broker.config.socket_request_max_bytes;
-    connection::serve(listener, BrokerHandler(broker), max_bytes, shutdown).await;
+    connection::serve(
+        listener,
+        BrokerHandler(broker),
+        max_bytes,
+        security,
+        shutdown,
+    )
+    .await;
 }

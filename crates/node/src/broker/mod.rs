@@ -48,6 +48,7 @@ use crate::error::ApiError;
 use crate::metrics::{BrokerMetrics, RequestMetrics};
 use crate::net::Network;
 use crate::partition::Partition;
+use crate::security::{SecureNetwork, SecurityProtocol};
 use crate::topic_config::{self, EffectiveTopicConfig};
 use keel_wire::ResponseError;
 
@@ -139,6 +140,10 @@ pub struct Broker {
     next_request_id: AtomicU64,
     alter_partition: mpsc::UnboundedSender<AlterPartitionJob>,
     network: Arc<dyn Network>,
+    /// Connections to other brokers' inter-broker listener (TLS when it speaks it).
+    inter_broker_network: Arc<SecureNetwork>,
+    /// Connections to the controllers' listener.
+    controller_network: Arc<SecureNetwork>,
     controller: ControllerChannel,
     /// The consumer groups this broker coordinates.
     pub coordinator: crate::coordinator::GroupCoordinator,
@@ -159,6 +164,22 @@ pub struct Broker {
     recovery_lost_data: std::sync::atomic::AtomicBool,
     /// The rate limit of "request refused" lines (issue 20).
     pub refusals: crate::handlers::refusals::RefusalLog,
+}
+
+/// The registered listener named `name` (Kafka compares listener names upper-cased); for
+/// registrations that name one listener only (written before brokers registered them all),
+/// that one.
+fn endpoint_of<'a>(
+    listeners: &'a [keel_controller::records::Listener],
+    name: &str,
+) -> Option<&'a keel_controller::records::Listener> {
+    listeners
+        .iter()
+        .find(|l| l.name.eq_ignore_ascii_case(name))
+        .or(match listeners {
+            [only] => Some(only),
+            _ => None,
+        })
 }
 
 impl Broker {
@@ -259,8 +280,30 @@ impl Broker {
         let (data_changed, _) = watch::channel(0);
         let (image_changed, _) = watch::channel(0);
         let (alter_partition, jobs) = mpsc::unbounded_channel();
-        let controller = ControllerChannel::new(
+        // Outgoing connections speak the security protocol of the listener they reach: the
+        // controllers' listener, other brokers' inter-broker listener. The in-memory listener of
+        // an in-process controller is never on a network.
+        let controller_protocol = match controller_voters
+            .iter()
+            .all(|v| v == crate::runtime::IN_PROCESS_CONTROLLER)
+        {
+            true => SecurityProtocol::Plaintext,
+            false => config.protocol_of(config.controller_listener_name()),
+        };
+        let controller_network = Arc::new(SecureNetwork::new(
             network.clone(),
+            &config.raw,
+            config.controller_listener_name(),
+            controller_protocol,
+        )?);
+        let inter_broker_network = Arc::new(SecureNetwork::new(
+            network.clone(),
+            &config.raw,
+            &config.inter_broker_listener_name,
+            config.protocol_of(&config.inter_broker_listener_name),
+        )?);
+        let controller = ControllerChannel::new(
+            controller_network.clone(),
             controller_voters,
             format!("keel-broker-{}", config.node_id),
         );
@@ -288,6 +331,8 @@ impl Broker {
                 next_request_id: AtomicU64::new(1),
                 alter_partition,
                 network,
+                inter_broker_network,
+                controller_network,
                 controller,
                 producer_ids: tokio::sync::Mutex::default(),
                 coordinator: crate::coordinator::GroupCoordinator::new(group_settings),
@@ -317,9 +362,19 @@ impl Broker {
         self.controller.voters()
     }
 
-    /// The network outgoing connections use.
+    /// The network underneath: listeners bind on it.
     pub fn network(&self) -> &Arc<dyn Network> {
         &self.network
+    }
+
+    /// Connections to other brokers' inter-broker listener (replica fetchers).
+    pub fn inter_broker_network(&self) -> &Arc<SecureNetwork> {
+        &self.inter_broker_network
+    }
+
+    /// Connections to the controllers' listener.
+    pub fn controller_network(&self) -> &Arc<SecureNetwork> {
+        &self.controller_network
     }
 
     /// The node id.
@@ -460,9 +515,11 @@ impl Broker {
         effective_config(&self.image(), &topic.configs, &self.config)
     }
 
-    /// The brokers clients may use: registered and not fenced, and always this broker (at its
-    /// advertised listener if the image does not have it yet), by id.
-    pub fn serving_brokers(&self) -> Vec<BrokerEndpoint> {
+    /// The brokers clients of listener `listener` may use: registered and not fenced, and
+    /// always this broker (at its advertised listener if the image does not have it yet), by
+    /// id; each at its endpoint of that listener — a broker without such a listener is left out
+    /// (Kafka's Metadata answers each listener with its own endpoints).
+    pub fn serving_brokers_on(&self, listener: &str) -> Vec<BrokerEndpoint> {
         let image = self.image();
         let mut list: Vec<BrokerEndpoint> = image
             .brokers()
@@ -471,34 +528,35 @@ impl Broker {
                 b.state != keel_controller::image::BrokerState::Fenced || b.id.0 == self.node_id()
             })
             .filter_map(|b| {
-                let listener = b.listeners.first()?;
+                let endpoint = endpoint_of(&b.listeners, listener)?;
                 Some(BrokerEndpoint {
                     id: b.id.0,
-                    host: listener.host.clone(),
-                    port: listener.port,
+                    host: endpoint.host.clone(),
+                    port: endpoint.port,
                     rack: b.rack.clone(),
                 })
             })
             .collect();
         if !list.iter().any(|b| b.id == self.node_id()) {
-            let listener = self.config.advertised();
-            list.push(BrokerEndpoint {
-                id: self.node_id(),
-                host: listener.host.clone(),
-                port: listener.port,
-                rack: None,
-            });
-            list.sort_by_key(|b| b.id);
+            if let Some(own) = self.config.advertised_listener(listener) {
+                list.push(BrokerEndpoint {
+                    id: self.node_id(),
+                    host: own.host.clone(),
+                    port: own.port,
+                    rack: None,
+                });
+                list.sort_by_key(|b| b.id);
+            }
         }
         list
     }
 
-    /// A live broker's advertised `(host, port)`.
-    pub fn broker_endpoint(&self, id: i32) -> Option<(String, u16)> {
+    /// A live broker's advertised `(host, port)` on listener `listener`.
+    pub fn broker_endpoint_on(&self, id: i32, listener: &str) -> Option<(String, u16)> {
         let image = self.image();
         let registration = image.broker(CBrokerId(id))?;
-        let listener = registration.listeners.first()?;
-        Some((listener.host.clone(), listener.port))
+        let endpoint = endpoint_of(&registration.listeners, listener)?;
+        Some((endpoint.host.clone(), endpoint.port))
     }
 
     /// Flushes logs whose `flush.ms` is due, and the segments each log rolled since its

@@ -111,12 +111,13 @@ fn fail(broker: &Broker, fetches: &[(Arc<Partition>, repl::FetchRequest)]) {
 }
 
 async fn connect(broker: &Broker, leader: i32) -> anyhow::Result<Connection<BoxStream>> {
+    let listener = &broker.config.inter_broker_listener_name;
     let (host, port) = broker
-        .broker_endpoint(leader)
-        .ok_or_else(|| anyhow::anyhow!("leader {leader} has no registered endpoint"))?;
+        .broker_endpoint_on(leader, listener)
+        .ok_or_else(|| anyhow::anyhow!("leader {leader} has no registered {listener} endpoint"))?;
     let addr = format!("{host}:{port}");
     let client_id = format!("keel-replica-fetcher-{}", broker.node_id());
-    Ok(Connection::connect(broker.network().as_ref(), &addr, &client_id).await?)
+    Ok(Connection::connect(broker.inter_broker_network().as_ref(), &addr, &client_id).await?)
 }
 
 async fn fetch_once(

@@ -23,12 +23,10 @@ use uuid::Uuid;
 
 use crate::client::{ClientError, Connection};
 use crate::config::Listener;
+use crate::security::SecurityProtocol;
 
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2_000;
-
-/// `security.protocol` code of PLAINTEXT (the only one Keel serves).
-const SECURITY_PROTOCOL_PLAINTEXT: i16 = 0;
 
 /// The `metadata.version` feature range a broker advertises (Kafka 4.0-IV3 .. 4.1-IV1 levels
 /// are what 4.x controllers check; Keel's own controller ignores the level).
@@ -41,7 +39,8 @@ pub struct Registration {
     pub cluster_id: String,
     /// Random per process start (a new incarnation means a restart to the controller).
     pub incarnation_id: Uuid,
-    pub listeners: Vec<Listener>,
+    /// Its advertised listeners and the security protocol of each.
+    pub listeners: Vec<(Listener, SecurityProtocol)>,
     pub rack: Option<String>,
     /// The `directory.id` of every online log directory.
     pub log_dir_ids: Vec<Uuid>,
@@ -101,12 +100,12 @@ pub async fn register<S: AsyncRead + AsyncWrite + Unpin>(
     let listeners = registration
         .listeners
         .iter()
-        .map(|l| {
+        .map(|(l, protocol)| {
             WireListener::default()
                 .with_name(StrBytes::from_string(l.name.clone()))
                 .with_host(StrBytes::from_string(l.host.clone()))
                 .with_port(l.port)
-                .with_security_protocol(SECURITY_PROTOCOL_PLAINTEXT)
+                .with_security_protocol(protocol.id())
         })
         .collect();
     let request = BrokerRegistrationRequest::default()

@@ -70,6 +70,15 @@ pub struct ControllerServerConfig {
     pub also_broker: bool,
     /// The controller listener (bind address and the endpoint advertised in DescribeCluster).
     pub listener: Listener,
+    /// Its security protocol (`listener.security.protocol.map`; PLAINTEXT when the map is not
+    /// set, as Kafka's effective map); controllers reach each other and brokers reach them with
+    /// it.
+    pub listener_protocol: crate::security::SecurityProtocol,
+    /// The brokers' listener the Unclean Recovery Manager connects to (`inter.broker.listener.name`,
+    /// or named by `security.inter.broker.protocol`; default `PLAINTEXT`), and its protocol.
+    pub broker_listener: (String, crate::security::SecurityProtocol),
+    /// Every property as given: TLS settings are read from them when the controller starts.
+    pub raw: BTreeMap<String, String>,
     /// The directory holding `meta.properties` and `__cluster_metadata-0`.
     pub metadata_log_dir: PathBuf,
     /// `controller.quorum.voters` as (node id, `host:port`), sorted by id; always names this
@@ -103,6 +112,9 @@ pub struct ControllerServerConfig {
     pub metrics_endpoint: Option<crate::metrics::MetricsEndpoint>,
     /// The registry this controller reports into (not a property; see `BrokerConfig::metrics`).
     pub metrics: crate::metrics::Metrics,
+    /// Fired to reload every TLS keystore and truststore (SIGHUP in `keel server`). Not a
+    /// property; each parsed config gets its own.
+    pub tls_reload: crate::security::TlsReload,
     /// Not a property: campaign for leadership as soon as a pristine quorum is initialized,
     /// instead of after the election timeout. `keel dev` sets it on the last controller it
     /// starts (every voter is listening by then), so a fresh dev cluster does not sit out a
@@ -146,6 +158,40 @@ where
 
 fn split_list(text: &str) -> impl Iterator<Item = &str> {
     text.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The brokers' listener a controller connects to (for the Unclean Recovery Manager's
+/// GetReplicaLogInfo): `inter.broker.listener.name`, else the listener named after
+/// `security.inter.broker.protocol`, else `PLAINTEXT`; with its protocol from the map.
+fn controller_broker_listener(
+    props: &BTreeMap<String, String>,
+    protocols: &crate::security::ProtocolMap,
+) -> Result<(String, crate::security::SecurityProtocol), ConfigError> {
+    use crate::security::{
+        SecurityProtocol, INTER_BROKER_LISTENER_NAME, SECURITY_INTER_BROKER_PROTOCOL,
+    };
+    let named = props
+        .get(INTER_BROKER_LISTENER_NAME)
+        .map(|s| s.trim().to_ascii_uppercase())
+        .filter(|s| !s.is_empty());
+    let by_protocol = match props.get(SECURITY_INTER_BROKER_PROTOCOL) {
+        Some(text) => Some(SecurityProtocol::parse(text).ok_or_else(|| {
+            invalid(
+                SECURITY_INTER_BROKER_PROTOCOL,
+                text,
+                "not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL",
+            )
+        })?),
+        None => None,
+    };
+    let name = named
+        .or_else(|| by_protocol.map(|p| p.name().to_string()))
+        .unwrap_or_else(|| "PLAINTEXT".to_string());
+    let protocol = protocols
+        .protocol(&name)
+        .or(by_protocol)
+        .unwrap_or(SecurityProtocol::Plaintext);
+    Ok((name, protocol))
 }
 
 impl ControllerServerConfig {
@@ -277,11 +323,21 @@ impl ControllerServerConfig {
             }
         };
 
+        let protocols = crate::security::ProtocolMap::from_properties(
+            props,
+            std::slice::from_ref(&listener_name),
+        )?;
+        let listener_protocol = protocols.protocol_of(LISTENERS, &listener)?;
+        let broker_listener = controller_broker_listener(props, &protocols)?;
         let metrics_endpoint =
             crate::metrics::MetricsEndpoint::from_properties(props, &listener.host)?;
         Ok(ControllerServerConfig {
+            listener_protocol,
+            broker_listener,
+            raw: props.clone(),
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
+            tls_reload: crate::security::TlsReload::default(),
             campaign_when_pristine: false,
             node_id,
             also_broker,

@@ -14,9 +14,10 @@ use tokio_util::sync::CancellationToken;
 use super::dispatch;
 use super::state::ControllerHandle;
 use super::Settings;
-use crate::connection::{self, Reply, RequestHandler};
+use crate::connection::{self, Reply, RequestHandler, Session};
 use crate::net::Listener;
 use crate::raft::Raft;
+use crate::security::ListenerSecurity;
 
 /// Answers controller requests by sending events to the controller task.
 #[derive(Clone)]
@@ -37,7 +38,7 @@ impl RequestHandler for ControllerHandler {
         Some(&self.settings.request_metrics)
     }
 
-    async fn handle(&self, frame: Bytes, _peer: &str) -> Reply {
+    async fn handle(&self, frame: Bytes, _session: &mut Session) -> Reply {
         if keel_rpc::peek_api_key(&frame).is_some_and(keel_rpc::is_raft_key) {
             return match crate::raft::rpc::handle(&self.raft, frame).await {
                 Ok(bytes) => Reply::Send(bytes),
@@ -71,6 +72,7 @@ pub(super) async fn serve<L: Listener>(
     handle: ControllerHandle,
     raft: Raft,
     settings: Arc<Settings>,
+    security: Arc<ListenerSecurity>,
     shutdown: CancellationToken,
 ) {
     let max_bytes = settings.socket_request_max_bytes;
@@ -82,6 +84,7 @@ pub(super) async fn serve<L: Listener>(
             settings,
         },
         max_bytes,
+        security,
         shutdown,
     )
     .await;

@@ -101,6 +101,7 @@ pub(super) async fn register(
                 name: l.name.to_string(),
                 host: l.host.to_string(),
                 port: l.port,
+                security_protocol: l.security_protocol,
             })
             .collect(),
         rack: req.rack.as_ref().map(ToString::to_string),

@@ -85,6 +85,8 @@ pub enum ControllerServerError {
     },
     #[error(transparent)]
     Metrics(#[from] crate::metrics::http::MetricsBindError),
+    #[error(transparent)]
+    Tls(#[from] crate::security::tls::TlsConfigError),
 }
 
 /// What handlers need besides the controller task.
@@ -266,7 +268,39 @@ pub async fn serve_observed<L: crate::net::Listener>(
         }
         MetadataDir::SharedWithBroker { cluster_id } => (None, cluster_id),
     };
-    let (raft, machine) = start_raft(&config, storage, clock.clone(), network.clone()).await?;
+    // Controllers reach each other on the controller listener's protocol, and brokers' on the
+    // inter-broker listener's (the Unclean Recovery Manager's GetReplicaLogInfo).
+    let listener_security = Arc::new(crate::security::ListenerSecurity::new(
+        &config.raw,
+        &config.listener.name,
+        config.listener_protocol,
+    )?);
+    let raft_network = Arc::new(crate::security::SecureNetwork::new(
+        network.clone(),
+        &config.raw,
+        &config.listener.name,
+        config.listener_protocol,
+    )?);
+    let broker_network = Arc::new(crate::security::SecureNetwork::new(
+        network.clone(),
+        &config.raw,
+        &config.broker_listener.0,
+        config.broker_listener.1,
+    )?);
+    let reload_stop = shutdown.child_token();
+    let _stop_reloads = reload_stop.clone().drop_guard();
+    tokio::spawn({
+        let servers = listener_security.tls.iter().cloned().collect();
+        let clients = [&raft_network, &broker_network]
+            .into_iter()
+            .filter_map(|n| n.tls().cloned())
+            .collect();
+        let reload = config.tls_reload.clone();
+        async move { reload.serve(servers, clients, reload_stop).await }
+    });
+    let raft_network: Arc<dyn crate::net::Network> = raft_network;
+    let broker_network: Arc<dyn crate::net::Network> = broker_network;
+    let (raft, machine) = start_raft(&config, storage, clock.clone(), raft_network).await?;
     let settings = Arc::new(Settings {
         node_id: config.node_id,
         cluster_id: cluster_id.clone(),
@@ -322,9 +356,10 @@ pub async fn serve_observed<L: crate::net::Listener>(
     let recovery_task = tokio::spawn(recovery::run(
         handle.clone(),
         commands_rx,
-        network,
+        broker_network,
         clock,
         config.node_id,
+        config.broker_listener.0.clone(),
         stop.clone(),
     ));
     let controller_task = tokio::spawn({
@@ -337,7 +372,15 @@ pub async fn serve_observed<L: crate::net::Listener>(
     });
     info!(host = %settings.endpoint.host, port = settings.endpoint.port, "controller listening");
     on_ready();
-    connection::serve(listener, handle, raft.clone(), settings, stop.clone()).await;
+    connection::serve(
+        listener,
+        handle,
+        raft.clone(),
+        settings,
+        listener_security,
+        stop.clone(),
+    )
+    .await;
     stop.cancel();
     let _ = recovery_task.await;
     let result = match controller_task.await {

@@ -46,6 +46,7 @@ pub(super) async fn run(
     network: Arc<dyn Network>,
     clock: Arc<dyn Clock>,
     node_id: i32,
+    broker_listener: String,
     stop: CancellationToken,
 ) {
     let mut queues: BTreeMap<BrokerId, mpsc::UnboundedSender<Vec<TopicPartition>>> =
@@ -70,6 +71,7 @@ pub(super) async fn run(
                         network: network.clone(),
                         node_id,
                         broker,
+                        listener: broker_listener.clone(),
                         connection: None,
                     };
                     tasks.spawn(sender.run(rx));
@@ -119,6 +121,8 @@ struct BrokerSender {
     network: Arc<dyn Network>,
     node_id: i32,
     broker: BrokerId,
+    /// The brokers' listener to connect to (`inter.broker.listener.name`).
+    listener: String,
     connection: Option<(String, Connection<BoxStream>)>,
 }
 
@@ -161,12 +165,20 @@ impl BrokerSender {
         partitions: &[TopicPartition],
     ) -> anyhow::Result<GetReplicaLogInfoResponse> {
         let broker = self.broker;
+        let listener = self.listener.clone();
         let endpoint = self
             .handle
             .call(move |state| {
                 Ok(state.controller().image().broker(broker).and_then(|r| {
+                    // The inter-broker listener; a broker registered with one listener only is
+                    // reached there whatever its name.
                     r.listeners
-                        .first()
+                        .iter()
+                        .find(|l| l.name.eq_ignore_ascii_case(&listener))
+                        .or(match r.listeners.as_slice() {
+                            [only] => Some(only),
+                            _ => None,
+                        })
                         .map(|l| format!("{}:{}", l.host, l.port))
                 }))
             })

@@ -20,7 +20,13 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// KIP-919's endpoint types: 1 = brokers (the only one a broker listener serves).
 const ENDPOINT_TYPE_BROKERS: i8 = 1;
 
-pub fn handle(broker: &Arc<Broker>, request: DescribeClusterRequest) -> DescribeClusterResponse {
+/// Answers DescribeCluster with the brokers' endpoints of `listener`, the listener the request
+/// came in on (as Metadata does).
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: DescribeClusterRequest,
+    listener: &str,
+) -> DescribeClusterResponse {
     if request.endpoint_type != ENDPOINT_TYPE_BROKERS {
         return DescribeClusterResponse::default()
             .with_error_code(ResponseError::UnsupportedEndpointType.code())
@@ -34,7 +40,7 @@ pub fn handle(broker: &Arc<Broker>, request: DescribeClusterRequest) -> Describe
             .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     }
     let brokers: Vec<DescribeClusterBroker> = broker
-        .serving_brokers()
+        .serving_brokers_on(listener)
         .into_iter()
         .map(|b| {
             DescribeClusterBroker::default()

@@ -51,7 +51,14 @@ enum Plan {
     Fixed(Box<PartitionData>),
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+/// Answers Fetch; leaders named in NOT_LEADER answers (v16+) are at their endpoints of
+/// `listener`, the one the request came in on.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: FetchRequest,
+    version: i16,
+    listener: &str,
+) -> FetchResponse {
     let fetcher = if version >= 15 && request.replica_state.replica_id.0 >= 0 {
         Fetcher::Follower {
             broker: request.replica_state.replica_id.0,
@@ -84,7 +91,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             || Instant::now() >= deadline;
         if done {
             count_sent(broker, fetcher, &round.response);
-            return finish(broker, round.response, &leaders, version);
+            return finish(broker, round.response, &leaders, version, listener);
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => {
@@ -95,7 +102,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             _ => {
                 let round = read_round(broker, &request, &plans, fetcher, &mut leaders);
                 count_sent(broker, fetcher, &round.response);
-                return finish(broker, round.response, &leaders, version);
+                return finish(broker, round.response, &leaders, version, listener);
             }
         }
     }
@@ -129,6 +136,7 @@ fn finish(
     response: FetchResponse,
     leaders: &BTreeSet<i32>,
     version: i16,
+    listener: &str,
 ) -> FetchResponse {
     if version < 16 || leaders.is_empty() {
         return response;
@@ -136,13 +144,15 @@ fn finish(
     let endpoints = leaders
         .iter()
         .filter_map(|id| {
-            broker.broker_endpoint(*id).map(|(host, port)| {
-                NodeEndpoint::default()
-                    .with_node_id(BrokerId(*id))
-                    .with_host(str_bytes(host))
-                    .with_port(i32::from(port))
-                    .with_rack(None)
-            })
+            broker
+                .broker_endpoint_on(*id, listener)
+                .map(|(host, port)| {
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(*id))
+                        .with_host(str_bytes(host))
+                        .with_port(i32::from(port))
+                        .with_rack(None)
+                })
         })
         .collect();
     response.with_node_endpoints(endpoints)

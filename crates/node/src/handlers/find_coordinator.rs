@@ -40,10 +40,13 @@ pub const TRANSACTIONS_NOT_SUPPORTED: &str = "transactions are not supported by 
 /// How long the first lookup waits for the new topic's partition to get a leader.
 const CREATE_WAIT_MS: u64 = 5_000;
 
+/// Answers FindCoordinator; a coordinator is named at its endpoint of `listener`, the one the
+/// request came in on.
 pub async fn handle(
     broker: &Broker,
     request: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     let keys: Vec<String> = if version >= 4 {
         request
@@ -57,7 +60,7 @@ pub async fn handle(
     let mut coordinators = Vec::new();
     for key in keys {
         let answer = if request.key_type == GROUP_KEY {
-            find_group_coordinator(broker, &key).await
+            find_group_coordinator(broker, &key, listener).await
         } else if request.key_type == TRANSACTION_KEY {
             Err((
                 ResponseError::ClusterAuthorizationFailed,
@@ -102,7 +105,7 @@ pub async fn handle(
 
 type Found = Result<(i32, String, u16), (ResponseError, String)>;
 
-async fn find_group_coordinator(broker: &Broker, group: &str) -> Found {
+async fn find_group_coordinator(broker: &Broker, group: &str, listener: &str) -> Found {
     if broker.topic(OFFSETS_TOPIC).is_none() {
         create_offsets_topic(broker).await?;
     }
@@ -118,7 +121,7 @@ async fn find_group_coordinator(broker: &Broker, group: &str) -> Found {
         .and_then(|p| p.leader)
         .ok_or_else(|| not_available(format!("{OFFSETS_TOPIC}-{index} has no leader")))?;
     let (host, port) = broker
-        .broker_endpoint(leader)
+        .broker_endpoint_on(leader, listener)
         .ok_or_else(|| not_available(format!("broker {leader} has no endpoint")))?;
     Ok((leader, host, port))
 }

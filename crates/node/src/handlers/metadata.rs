@@ -29,10 +29,13 @@ const AUTO_CREATE_WAIT_MS: u64 = 5_000;
 /// The timeout given to the controller for an auto-creation.
 const AUTO_CREATE_TIMEOUT_MS: i32 = 30_000;
 
+/// Answers Metadata; brokers are named at their endpoints of `listener`, the listener the
+/// request came in on (Kafka: `metadataCache.getAliveBrokerNodes(request.context.listenerName)`).
 pub async fn handle(
     broker: &Arc<Broker>,
     request: MetadataRequest,
     version: i16,
+    listener: &str,
 ) -> MetadataResponse {
     // v0: an empty list means all topics; v1+: null means all topics.
     let wanted = match request.topics {
@@ -64,7 +67,7 @@ pub async fn handle(
         }
     };
     MetadataResponse::default()
-        .with_brokers(brokers(broker))
+        .with_brokers(brokers(broker, listener))
         .with_cluster_id(Some(str_bytes(broker.cluster_id.clone())))
         // Kafka's KRaft brokers name a live broker as "controller": admin clients send
         // controller-bound requests there, and brokers forward them.
@@ -74,9 +77,9 @@ pub async fn handle(
 }
 
 /// The brokers clients may connect to: registered and not fenced (this broker always).
-fn brokers(broker: &Broker) -> Vec<MetadataResponseBroker> {
+fn brokers(broker: &Broker, listener: &str) -> Vec<MetadataResponseBroker> {
     broker
-        .serving_brokers()
+        .serving_brokers_on(listener)
         .into_iter()
         .map(|b| {
             MetadataResponseBroker::default()

@@ -37,8 +37,10 @@ pub use crate::connection::Reply;
 pub async fn dispatch(
     broker: &Arc<Broker>,
     request: DecodedRequest,
-    peer: &str,
+    session: &crate::connection::Session,
 ) -> anyhow::Result<Reply> {
+    let peer = session.peer.as_str();
+    let listener = &*session.listener;
     let key = request.api_key;
     let version = request.api_version();
     let correlation_id = request.correlation_id();
@@ -50,15 +52,15 @@ pub async fn dispatch(
     };
     let bytes = match request.body {
         Request::ApiVersions(_) => encode(&api_versions::handle())?,
-        Request::Metadata(r) => encode(&metadata::handle(broker, r, version).await)?,
-        Request::Produce(r) => match produce::handle(broker, r, version).await {
+        Request::Metadata(r) => encode(&metadata::handle(broker, r, version, listener).await)?,
+        Request::Produce(r) => match produce::handle(broker, r, version, listener).await {
             produce::ProduceOutcome::Respond(body) => encode(&body)?,
             produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
             produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
         },
         Request::Fetch(r) => {
             // Record sets leave as their own parts, uncopied (vectored write).
-            let body = fetch::handle(broker, r, version).await;
+            let body = fetch::handle(broker, r, version, listener).await;
             broker.refusals.note(key, client, peer, &body);
             return Ok(Reply::SendParts(response::encode_fetch(
                 version,
@@ -79,7 +81,7 @@ pub async fn dispatch(
             encode(&configs::incremental_alter(broker, r).await)?
         }
         Request::ElectLeaders(r) => encode(&elect_leaders::handle(broker, r, version).await)?,
-        Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r))?,
+        Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r, listener))?,
         Request::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(broker, r))?
         }
@@ -88,7 +90,9 @@ pub async fn dispatch(
         Request::CreateAcls(r) => encode(&acls::create(r))?,
         Request::DeleteAcls(r) => encode(&acls::delete(r))?,
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
-        Request::FindCoordinator(r) => encode(&find_coordinator::handle(broker, r, version).await)?,
+        Request::FindCoordinator(r) => {
+            encode(&find_coordinator::handle(broker, r, version, listener).await)?
+        }
         Request::JoinGroup(r) => {
             let caller = groups::Caller {
                 client_id: client,

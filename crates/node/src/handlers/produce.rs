@@ -55,7 +55,14 @@ enum Pending {
     Waiting(AppendResult, oneshot::Receiver<Result<(), ErrorCode>>),
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> ProduceOutcome {
+/// Answers Produce; leaders named in NOT_LEADER answers are at their endpoints of `listener`,
+/// the one the request came in on.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ProduceRequest,
+    version: i16,
+    listener: &str,
+) -> ProduceOutcome {
     let acks = match request.acks {
         -1 => Some(Acks::All),
         0 => Some(Acks::None),
@@ -146,7 +153,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
         .into_iter()
         .filter(|id| *id >= 0)
         .filter_map(|id| {
-            broker.broker_endpoint(id).map(|(host, port)| {
+            broker.broker_endpoint_on(id, listener).map(|(host, port)| {
                 NodeEndpoint::default()
                     .with_node_id(BrokerId(id))
                     .with_host(str_bytes(host))

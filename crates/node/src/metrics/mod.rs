@@ -70,6 +70,15 @@ struct ListenerLabels {
     listener: &'static str,
 }
 
+/// A failed-authentication series: node, the listener's configured name, and the mechanism
+/// (`TLS` for a failed handshake, else the SASL mechanism).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuthenticationLabels {
+    node_id: i32,
+    listener: String,
+    mechanism: String,
+}
+
 /// A consumer-group gauge series: node and group state (Kafka's state names).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupStateLabels {
@@ -273,6 +282,7 @@ struct Inner {
     storage: storage::StorageFamilies,
     requests: LatencyFamily,
     malformed_requests: Family<ListenerLabels, Counter>,
+    failed_authentications: Family<AuthenticationLabels, Counter>,
     controllers: Arc<controller::Controllers>,
 }
 
@@ -326,6 +336,14 @@ impl Metrics {
              frame over socket.request.max.bytes, or a request that cannot be decoded",
             malformed_requests.clone(),
         );
+        let failed_authentications = Family::<AuthenticationLabels, Counter>::default();
+        registry.register(
+            "failed_authentication",
+            "Connections that failed to authenticate, per listener and mechanism (TLS: the \
+             handshake or the client certificate; else the SASL mechanism) (Kafka: \
+             failed-authentication-total)",
+            failed_authentications.clone(),
+        );
         let controllers = Arc::new(controller::Controllers::default());
         controller::register(&mut registry, &controllers);
         Metrics {
@@ -335,6 +353,7 @@ impl Metrics {
                 storage,
                 requests,
                 malformed_requests,
+                failed_authentications,
                 controllers,
             }),
         }
@@ -391,6 +410,7 @@ impl Metrics {
                 .inner
                 .malformed_requests
                 .get_or_create_owned(&ListenerLabels { node_id, listener }),
+            failed_authentications: self.inner.failed_authentications.clone(),
             node_id,
             listener,
         }
@@ -515,6 +535,8 @@ pub struct RequestMetrics {
     family: LatencyFamily,
     /// `keel_malformed_requests_total` of this listener.
     malformed: Counter,
+    /// `keel_failed_authentication_total`, every listener's.
+    failed_authentications: Family<AuthenticationLabels, Counter>,
     node_id: i32,
     listener: &'static str,
 }
@@ -533,6 +555,18 @@ impl RequestMetrics {
     /// Counts one connection closed for a malformed request.
     pub fn count_malformed(&self) {
         self.malformed.inc();
+    }
+
+    /// Counts one connection that failed to authenticate on listener `listener` (its configured
+    /// name) with `mechanism`.
+    pub fn count_failed_authentication(&self, listener: &str, mechanism: &str) {
+        self.failed_authentications
+            .get_or_create(&AuthenticationLabels {
+                node_id: self.node_id,
+                listener: listener.to_string(),
+                mechanism: mechanism.to_string(),
+            })
+            .inc();
     }
 }
 

@@ -68,11 +68,14 @@ fn registration(
         broker_id: broker,
         cluster_id: CLUSTER.to_string(),
         incarnation_id: Uuid::from_u128(incarnation),
-        listeners: vec![Listener {
-            name: "PLAINTEXT".to_string(),
-            host: "127.0.0.1".to_string(),
-            port: 9000 + broker as u16,
-        }],
+        listeners: vec![(
+            Listener {
+                name: "PLAINTEXT".to_string(),
+                host: "127.0.0.1".to_string(),
+                port: 9000 + broker as u16,
+            },
+            keel_node::security::SecurityProtocol::Plaintext,
+        )],
         rack: None,
         log_dir_ids: vec![Uuid::from_u128(0xd000 + broker as u128)],
         previous_broker_epoch,
