@@ -19,6 +19,10 @@ use crate::error::{Damage, LogError};
 use crate::segment::Segment;
 use crate::types::{LeaderEpoch, Offset};
 
+/// The largest batch a lookup reads into memory, unless `max.message.bytes` allows larger ones: a
+/// header length read from disk is not trusted to size an allocation.
+pub const LOOKUP_BATCH_BYTES_MAX: u64 = 64 << 20;
+
 /// A record found by a lookup by time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordTimestamp {
@@ -137,6 +141,15 @@ impl Log {
         mut wanted: impl FnMut(&RecordTimestamp) -> bool,
     ) -> Result<Option<RecordTimestamp>, LogError> {
         let size = header.size_bytes().expect("walked batch has a size");
+        let bound = self.config.max_message_bytes.max(LOOKUP_BATCH_BYTES_MAX);
+        if size as u64 > bound {
+            return Err(LogError::InvalidRecord {
+                reason: format!(
+                    "the batch at offset {} is {size} bytes, more than a lookup reads ({bound})",
+                    header.base_offset
+                ),
+            });
+        }
         let mut bytes = Vec::with_capacity(size);
         segment
             .read_to_vec(position, size, &mut bytes)

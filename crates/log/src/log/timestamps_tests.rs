@@ -187,6 +187,32 @@ fn damaged_batch_is_reported() {
     }
 }
 
+// Shows: a batch larger than a lookup may read (its length comes from disk) is refused with the
+// reason, not read into memory; lookups that end before it are unaffected.
+#[test]
+fn oversized_batches_are_not_read() {
+    use super::timestamps::LOOKUP_BATCH_BYTES_MAX;
+    let storage = MemStorage::new();
+    let config = LogConfig {
+        max_message_bytes: 1024,
+        ..config()
+    };
+    let mut log = open_log(&storage, config, true, 0);
+    log.append_as_leader(&batch(&[100]), LeaderEpoch(0), 0)
+        .unwrap();
+    let value = vec![b'x'; LOOKUP_BATCH_BYTES_MAX as usize];
+    let big = build_batch_with_timestamps(&[(None, &value[..], 200)]);
+    let mut big = big;
+    big[..8].copy_from_slice(&1i64.to_be_bytes());
+    log.append_as_follower(&big, 0).unwrap();
+    assert_eq!(at(&log, 50, None), Some((0, 100, Some(0))));
+    let err = log.offset_for_timestamp(150, None, &Reversing).unwrap_err();
+    assert!(
+        matches!(&err, LogError::InvalidRecord { reason } if reason.contains("more than a lookup reads")),
+        "{err}"
+    );
+}
+
 /// Every record of the log as (offset, timestamp), in offset order.
 fn model(batches: &[Vec<i64>]) -> Vec<(i64, i64)> {
     batches
