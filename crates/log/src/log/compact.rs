@@ -655,7 +655,7 @@ impl OffsetMap {
 }
 
 /// The uncompressed records section of a batch.
-fn records_section(
+pub(super) fn records_section(
     bytes: &[u8],
     header: &BatchHeader,
     codecs: &dyn RecordCodecs,

@@ -302,8 +302,8 @@ fn index_lookups_find_every_offset() {
     check(&recovered);
 }
 
-// offset_for_timestamp returns the first batch whose max timestamp reaches the target, using
-// the time index, bounded by the high watermark; MAX_TIMESTAMP finds the largest.
+// offset_for_timestamp returns the first record whose timestamp reaches the target, using the
+// time index across segments, bounded by the high watermark; MAX_TIMESTAMP finds the largest.
 #[test]
 fn timestamp_lookups() {
     let (_, mut log) = new_log(small_config());
@@ -314,7 +314,7 @@ fn timestamp_lookups() {
     }
     assert!(log.segment_count() > 1);
     let at = |ts, max| {
-        log.offset_for_timestamp(ts, max)
+        log.offset_for_timestamp(ts, max, &NoCodecs)
             .unwrap()
             .map(|t| (t.offset.0, t.timestamp))
     };
@@ -325,7 +325,7 @@ fn timestamp_lookups() {
     assert_eq!(at(450, None), Some((7, 500)));
     assert_eq!(at(501, None), None);
     assert_eq!(at(450, Some(Offset(7))), None, "beyond the high watermark");
-    let max = log.offset_of_max_timestamp().unwrap();
+    let max = log.offset_of_max_timestamp(&NoCodecs).unwrap().unwrap();
     assert_eq!((max.offset, max.timestamp), (Offset(7), 500));
 }
 
@@ -879,15 +879,18 @@ fn log_start_beyond_recovered_end_starts_over() {
     );
 }
 
-// Timestamps carried per record: the batch max drives the lookups (batch granularity).
+// Timestamps carried per record: the lookup answers the record, not its batch (issue 20).
 #[test]
-fn timestamp_lookup_uses_batch_max() {
+fn timestamp_lookup_answers_the_record() {
     let (_, mut log) = new_log(small_config());
     let batch =
         build_batch_with_timestamps(&[(None, b"a", 10), (None, b"b", 90), (None, b"c", 20)]);
     log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
-    let found = log.offset_for_timestamp(50, None).unwrap().unwrap();
-    assert_eq!((found.offset, found.timestamp), (Offset(0), 90));
+    let found = log
+        .offset_for_timestamp(50, None, &NoCodecs)
+        .unwrap()
+        .unwrap();
+    assert_eq!((found.offset, found.timestamp), (Offset(1), 90));
 }
 
 // delete() removes the partition directory.

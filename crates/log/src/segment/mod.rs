@@ -391,22 +391,32 @@ impl Segment {
         self.first_batch_from(from, |header| header.last_offset() >= target)
     }
 
-    /// The first batch with `maxTimestamp >= target` that ends at or after `min_offset` (using
-    /// the time index to skip ahead).
-    pub fn find_batch_by_timestamp(
-        &self,
-        target: i64,
-        min_offset: Offset,
-    ) -> io::Result<Option<(u64, BatchHeader)>> {
-        let from = self
+    /// Where a search for the first record with a timestamp `>= target` at or after
+    /// `min_offset` may start: the time index's last entry at or below `target` names a batch
+    /// no later than the wanted one (every record before it is older), and the offset index
+    /// turns that offset — or `min_offset`, if later — into a byte position at or before its
+    /// batch. Kafka's `LogSegment.findOffsetByTimestamp` does the same two lookups.
+    pub fn position_for_timestamp(&self, target: i64, min_offset: Offset) -> u64 {
+        let indexed = self
             .indexer
             .time_index
             .lookup(target)
-            .and_then(|e| self.indexer.offset_index.lookup(e.offset))
-            .map_or(0, |e| u64::from(e.position));
-        self.first_batch_from(from, |header| {
-            header.max_timestamp >= target && header.last_offset() >= min_offset
-        })
+            .map_or(self.base_offset, |e| e.offset);
+        self.indexer
+            .offset_index
+            .lookup(indexed.max(min_offset))
+            .map_or(0, |e| u64::from(e.position))
+    }
+
+    /// The first batch whose header satisfies `wanted`, walking headers from byte `from` (a
+    /// batch boundary): its position and header. `None` at the end of the segment or where a
+    /// header breaks the walk.
+    pub fn find_batch_from(
+        &self,
+        from: u64,
+        wanted: impl FnMut(&BatchHeader) -> bool,
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
+        self.first_batch_from(from, wanted)
     }
 
     /// The first batch at or after `from` satisfying `wanted`.

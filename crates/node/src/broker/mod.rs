@@ -493,6 +493,57 @@ impl Broker {
         list
     }
 
+    /// Every registered broker's id, fenced or not, ascending (and this broker's).
+    pub fn registered_broker_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.image().brokers().keys().map(|id| id.0).collect();
+        if !ids.contains(&self.node_id()) {
+            ids.push(self.node_id());
+        }
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The brokers DescribeCluster lists: [`Broker::serving_brokers`], and with
+    /// `include_fenced` every other registered broker too; each with whether the image has it
+    /// fenced (KIP-1073).
+    pub fn described_brokers(&self, include_fenced: bool) -> Vec<(BrokerEndpoint, bool)> {
+        let image = self.image();
+        let fenced = |id: i32| {
+            image
+                .broker(CBrokerId(id))
+                .is_some_and(|b| b.state == keel_controller::image::BrokerState::Fenced)
+        };
+        let mut list: Vec<(BrokerEndpoint, bool)> = self
+            .serving_brokers()
+            .into_iter()
+            .map(|b| {
+                let is_fenced = fenced(b.id);
+                (b, is_fenced)
+            })
+            .collect();
+        if include_fenced {
+            for b in image.brokers().values() {
+                if list.iter().any(|(listed, _)| listed.id == b.id.0) {
+                    continue;
+                }
+                let Some(listener) = b.listeners.first() else {
+                    continue;
+                };
+                list.push((
+                    BrokerEndpoint {
+                        id: b.id.0,
+                        host: listener.host.clone(),
+                        port: listener.port,
+                        rack: b.rack.clone(),
+                    },
+                    b.state == keel_controller::image::BrokerState::Fenced,
+                ));
+            }
+            list.sort_by_key(|(b, _)| b.id);
+        }
+        list
+    }
+
     /// A live broker's advertised `(host, port)`.
     pub fn broker_endpoint(&self, id: i32) -> Option<(String, u16)> {
         let image = self.image();

@@ -9,6 +9,9 @@
 //!   ISR shrank below min ISR meanwhile.
 //! - acks=1 and acks=0 are answered once appended; the data stays invisible to consumers until
 //!   the high watermark covers it (KIP-966).
+//! - v13 names topics by id (KIP-516): an id this broker does not know is `UNKNOWN_TOPIC_ID`
+//!   for each of its partitions (Kafka's `KafkaApis.handleProduceRequest`: only when the
+//!   request named the topic by id); the answer names the topic by the same id.
 //! - Idempotent producers: the log checks each batch's producer id, epoch and sequence
 //!   (`keel_log::producer_state`). A retried batch the log already holds is answered with the
 //!   offsets it got the first time (for acks=all once the high watermark passes it);
@@ -31,6 +34,9 @@ use super::str_bytes;
 use crate::broker::{AppendError, Broker};
 use crate::error::{from_log_error, ApiError};
 use crate::partition::{AppendResult, PartitionError};
+
+/// The first Produce version that names topics by id.
+const TOPIC_ID_MIN_VERSION: i16 = 13;
 
 /// The acks values Kafka accepts.
 const ACKS_VALID: [i16; 3] = [-1, 0, 1];
@@ -71,7 +77,7 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
     let mut topics = Vec::new();
     for topic in request.topic_data {
         // v13+ names topics by id.
-        let name = if version >= 13 {
+        let name = if version >= TOPIC_ID_MIN_VERSION {
             broker.topic_name(topic.topic_id)
         } else {
             Some(topic.name.to_string())
@@ -83,6 +89,15 @@ pub async fn handle(broker: &Arc<Broker>, request: ProduceRequest, version: i16)
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
                 ))),
+                Some(_) if name.is_none() && version >= TOPIC_ID_MIN_VERSION => {
+                    Pending::Done(Err(ApiError::new(
+                        ResponseError::UnknownTopicId,
+                        format!(
+                            "no topic has id {}",
+                            keel_log::encode_kafka_uuid(topic.topic_id)
+                        ),
+                    )))
+                }
                 Some(acks) => append(
                     broker,
                     name.as_deref(),
