@@ -31,9 +31,10 @@ mod damage_tests;
 #[cfg(test)]
 mod tests;
 
+pub use append::APPEND_BYTES_MAX;
 pub use compact::{
-    find_keyless_record, CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs,
-    CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
+    CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs, CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
 };
 pub use flush::RolledFlush;
 pub use load::RecoveryReport;
