@@ -62,10 +62,6 @@ fn join<T: ToString>(items: impl IntoIterator<Item = T>) -> Option<String> {
     (!joined.is_empty()).then(|| joined.join(","))
 }
 
-fn node_id(c: &BrokerConfig) -> Option<String> {
-    Some(c.node_id.to_string())
-}
-
 fn log_dirs(c: &BrokerConfig) -> Option<String> {
     join(c.log_dirs.iter().map(|d| d.display()))
 }
@@ -88,7 +84,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "Whether a Metadata request for a topic that does not exist creates it."),
     def("broker.heartbeat.interval.ms", INT, Fixed("2000"),
         "How often the broker heartbeats to the active controller."),
-    def("broker.id", INT, Derived(node_id),
+    def("broker.id", INT, Null,
         "This broker's id: the same as node.id."),
     def("broker.session.timeout.ms", INT, Fixed("9000"),
         "How long a broker the controller does not hear from stays unfenced (used by an in-process controller)."),
@@ -152,7 +148,7 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "(Keel) The address the metrics endpoint binds; unset: the host of the first broker listener."),
     def("metrics.port", INT, Fixed("-1"),
         "(Keel) Serve Prometheus metrics on GET /metrics at this port; -1: no endpoint."),
-    def("node.id", INT, Derived(node_id),
+    def("node.id", INT, Null,
         "This node's id (required)."),
     def("num.partitions", INT, Fixed("1"),
         "Partitions of a topic created without a count (also by auto-creation)."),
