@@ -165,6 +165,8 @@ def test_keyless_records_of_a_compacted_topic_fail_one_by_one(broker):
     assert answer.error_message == ("One or more records have been rejected due to 3 record errors in total, "
                                     f"and only showing the first three errors at most: [{shown}]")
     assert log_end(broker.bootstrap, topic) == 0, "nothing of the batch was appended"
+    with kw.RawConnection.to(broker.bootstrap) as conn:  # v3-7 carry the error code only
+        assert kw.produce_v3(conn, topic, 0, kw.record_batch([(None, b"x", now)])) == (kw.INVALID_RECORD, -1)
 
     # With a single record error librdkafka fails the whole batch with it, as against Kafka.
     outcomes = confluent_batch(broker.bootstrap, topic, [(b"a", now), (None, now), (b"c", now), (None, now)])

@@ -1,6 +1,7 @@
 //! The records of an uncompressed v2 records section, parsed without copying, and re-encoded
-//! with a new timestamp delta. Only the cleaner needs records (`crate::log::compact`); every
-//! other path stores and serves batches as sent.
+//! with a new timestamp or offset delta. Only the cleaner (`crate::log::compact`) and the checks
+//! of a producer's batch (`crate::validate`) read records; every other path stores and serves
+//! batches as they are.
 //!
 //! A record (all lengths and deltas are zig-zag varints):
 //!

@@ -246,9 +246,15 @@ async fn append(
         )
         .into()));
     };
-    let records = match check_batch(broker, &partition, records).await {
-        Ok(records) => records,
-        Err(failure) => return Pending::Done(Err(failure)),
+    // A replica that does not lead answers NOT_LEADER_OR_FOLLOWER (from the append) before any
+    // record is looked at, as Kafka's ReplicaManager finds the leader log first.
+    let records = if partition.is_leader() {
+        match check_batch(broker, &partition, records).await {
+            Ok(records) => records,
+            Err(failure) => return Pending::Done(Err(failure)),
+        }
+    } else {
+        records
     };
     match broker.append_as_leader(&partition, &records, acks, timeout_ms) {
         Ok((appended, Some(waiter))) => Pending::Waiting(appended, waiter),

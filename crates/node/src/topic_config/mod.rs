@@ -211,9 +211,11 @@ fn validate_kind(kind: Kind, value: &str) -> Result<String, String> {
                 match word.to_ascii_lowercase().as_str() {
                     "delete" => delete = true,
                     "compact" => compact = true,
-                    _ => return Err(format!(
+                    _ => {
+                        return Err(format!(
                         "Invalid value {word:?}: cleanup.policy is a list of delete and compact"
-                    )),
+                    ))
+                    }
                 }
             }
             Ok(match (compact, delete) {
