@@ -78,9 +78,9 @@ def java(*args: str) -> dict[str, list[str]]:
 
 
 def confluent_batch(bootstrap: str, topic: str, records: list[tuple[bytes | None, int]],
-                    extra: dict | None = None) -> list[tuple[int, str | None]]:
-    """librdkafka sends (key, timestamp) records to partition 0 in one batch; returns each
-    record's (error code or 0, error name or None)."""
+                    extra: dict | None = None, values: list[bytes] | None = None) -> list[tuple[int, str | None]]:
+    """librdkafka sends (key, timestamp) records (`values`, or value-<i>) to partition 0 in one
+    batch; returns each record's (error code or 0, error name or None)."""
     producer = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000, "message.timeout.ms": 30_000,
                             "retries": 0, **CONFLUENT_COMMON, **(extra or {})})
     outcomes: list[tuple[int, str | None] | None] = [None] * len(records)
@@ -91,9 +91,14 @@ def confluent_batch(bootstrap: str, topic: str, records: list[tuple[bytes | None
         return cb
 
     for i, (key, timestamp) in enumerate(records):
-        producer.produce(topic, key=key, value=b"value-%d" % i, partition=0, timestamp=timestamp,
-                         on_delivery=report(i))
-    producer.flush(40)
+        value = values[i] if values else b"value-%d" % i
+        producer.produce(topic, key=key, value=value, partition=0, timestamp=timestamp, on_delivery=report(i))
+    # Waiting out linger.ms (not flush(), which sends at once, sometimes before every record is
+    # queued) keeps the records in one batch.
+    deadline = time.monotonic() + 40
+    while None in outcomes and time.monotonic() < deadline:
+        producer.poll(0.1)
+    producer.flush(10)
     assert None not in outcomes, outcomes
     return outcomes
 
@@ -259,14 +264,8 @@ def test_a_batch_over_max_message_bytes_fails_whole(broker):
         answer = kw.produce_v8(conn, topic, 0, kw.record_batch(
             [(b"a", b"small", now), (None, b"x" * 3000, now), (b"c", b"small", now)]))
     assert (answer.error, answer.record_errors, answer.log_start_offset) == (kw.MESSAGE_TOO_LARGE, [], -1), answer
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1000, "retries": 0,
-                            "message.timeout.ms": 30_000, **CONFLUENT_COMMON})
-    codes = []
-    for value in (b"small", b"y" * 2500, b"small"):
-        producer.produce(topic, key=b"k", value=value, partition=0,
-                         on_delivery=lambda err, _m: codes.append(err and err.code()))
-    producer.flush(40)
-    assert codes == [ck.KafkaError.MSG_SIZE_TOO_LARGE] * 3, codes
+    outcomes = confluent_batch(broker.bootstrap, topic, [(b"k", now)] * 3, values=[b"small", b"y" * 2500, b"small"])
+    assert outcomes == [(ck.KafkaError.MSG_SIZE_TOO_LARGE, "MSG_SIZE_TOO_LARGE")] * 3, outcomes
     assert log_end(broker.bootstrap, topic) == 0
 
 

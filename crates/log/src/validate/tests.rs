@@ -97,8 +97,12 @@ fn codec_of(batch: &[u8]) -> i16 {
     BatchHeader::parse(batch).unwrap().attributes & COMPRESSION_CODEC_MASK
 }
 
-/// The (key, value, timestamp) of each record of `batch`, decompressed by the toy codec.
-fn contents(batch: &[u8]) -> Vec<(Option<Vec<u8>>, Option<Vec<u8>>, i64, i64)> {
+/// A record read back: key, value, timestamp, offset delta.
+type Contents = (Option<Vec<u8>>, Option<Vec<u8>>, i64, i64);
+
+/// The (key, value, timestamp, offset delta) of each record of `batch`, decompressed by the toy
+/// codec.
+fn contents(batch: &[u8]) -> Vec<Contents> {
     let view = parse_batch_at(batch, 0).expect("a valid batch, CRC included");
     let section = records_section(&view, codec_of(batch), &Marking).unwrap();
     parse_records(&section, view.header.records_count)

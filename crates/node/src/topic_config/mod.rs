@@ -549,7 +549,6 @@ impl EffectiveTopicConfig {
             max_compaction_lag_ms: self.long("max.compaction.lag.ms").max(1),
             min_cleanable_dirty_ratio: self.ratio("min.cleanable.dirty.ratio"),
             test_record_flushed_offset: self.test_lose_unflushed,
-            ..keel_log::LogConfig::default()
         }
     }
 }
