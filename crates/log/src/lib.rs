@@ -109,7 +109,9 @@
 //! - [`checkpoint`]: the text checkpoint formats; [`LeaderEpochCache`]: epoch → start offset;
 //! - [`plain_batch`]: building v2 batches for tests and tools;
 //! - [`producer_state`]: idempotent producers' sequences and epochs per partition: duplicate
-//!   detection and sequence checks on leader appends, snapshots.
+//!   detection and sequence checks on leader appends, snapshots;
+//! - [`validate`]: a producer's batch checked record by record before the leader appends it
+//!   (KIP-467 record errors) and rebuilt in the topic's codec (`compression.type`).
 //!
 //! Errors are one [`LogError`] enum split into API errors (mapped to Kafka error codes by
 //! [`LogError::kafka_error_code`]) and fatal ones ([`LogError::is_fatal`]).
@@ -127,16 +129,17 @@ pub mod producer_state;
 mod segment;
 pub mod storage;
 mod types;
+pub mod validate;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::LeaderEpochCache;
 pub use error::{Damage, LogError};
 pub use log::{
-    find_keyless_record, AppendInfo, CompactionOutput, CompactionPlan, CompactionStats,
-    DeletedSegment, FetchData, Log, NoCodecs, Quarantine, RecordCodecs, RecordTimestamp,
-    RecoveryReport, RetentionReason, RetentionResult, RolledFlush, ScrubStep, ScrubTask,
-    CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE, LEADER_EPOCH_CHECKPOINT_FILE,
-    PARTITION_METADATA_FILE, QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX,
+    AppendInfo, CompactionOutput, CompactionPlan, CompactionStats, DeletedSegment, FetchData, Log,
+    NoCodecs, Quarantine, RecordCodecs, RecordTimestamp, RecoveryReport, RetentionReason,
+    RetentionResult, RolledFlush, ScrubStep, ScrubTask, CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT_FILE, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
+    QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX,
 };
 pub use log_dir::{
     decode_kafka_uuid, encode_kafka_uuid, LoadedLogs, LogDir, MetaProperties, PartitionCheckpoint,

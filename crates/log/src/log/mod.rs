@@ -34,9 +34,10 @@ mod tests;
 #[cfg(test)]
 mod timestamps_tests;
 
+pub use append::APPEND_BYTES_MAX;
 pub use compact::{
-    find_keyless_record, CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs,
-    CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
+    CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs, CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
 };
 pub use flush::RolledFlush;
 pub use load::RecoveryReport;

@@ -267,6 +267,51 @@ fn rolls_by_time() {
     );
 }
 
+// segment.jitter.ms (Kafka's LogConfig.randomSegmentJitter): each segment rolls once
+// segment.ms minus its own jitter has passed, the jitter in [0, min(jitter, segment.ms)) and
+// picked per segment (from its path here, not at random: the same segment, the same jitter), so
+// segments do not all roll at the same age.
+#[test]
+fn rolls_by_time_with_jitter() {
+    let config = LogConfig {
+        segment_ms: 1_000,
+        segment_jitter_ms: 600,
+        ..small_config()
+    };
+    let (_, mut log) = new_log(config.clone());
+    let mut ages = Vec::new();
+    let mut now = 10_000;
+    for _ in 0..8 {
+        log.append_as_leader(&records(1, 1, 0), LeaderEpoch(0), now)
+            .unwrap();
+        let jitter = log.active().roll_jitter_ms(&config);
+        assert!((0..600).contains(&jitter), "{jitter}");
+        let started = now;
+        while !log.maybe_roll(now).unwrap() {
+            now += 1;
+            assert!(now - started <= 1_000, "rolled by segment.ms at the latest");
+        }
+        assert_eq!(now - started, 1_000 - jitter);
+        ages.push(now - started);
+    }
+    ages.sort_unstable();
+    ages.dedup();
+    assert!(ages.len() > 1, "segments roll at different ages: {ages:?}");
+    let without = LogConfig {
+        segment_jitter_ms: 0,
+        ..config.clone()
+    };
+    assert_eq!(log.active().roll_jitter_ms(&without), 0);
+    let beyond = LogConfig {
+        segment_jitter_ms: i64::MAX,
+        ..config
+    };
+    assert!(
+        log.active().roll_jitter_ms(&beyond) < 1_000,
+        "bounded by segment.ms"
+    );
+}
+
 // Every offset reads back the batch containing it, through the sparse index, before and after a
 // clean reopen (indexes trusted) and after an unclean one (indexes rebuilt).
 #[test]

@@ -751,39 +751,46 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Validates and normalizes topic config overrides.
+/// Validates and normalizes a topic's config overrides as Kafka's `LogConfig.validate` does:
+/// every name known (`INVALID_CONFIG` "Unknown topic config name"), then every value, then the
+/// values together with the defaults they resolve against (`image`'s cluster-wide ones and the
+/// broker's).
 pub fn validate_topic_configs(
     configs: &BTreeMap<String, String>,
+    image: &ClusterImage,
+    broker: &BrokerConfig,
 ) -> Result<BTreeMap<String, String>, ApiError> {
-    configs
+    let invalid = |message: String| ApiError::new(ResponseError::InvalidConfig, message);
+    if let Some(name) = configs.keys().find(|name| {
+        topic_config::definition(name).is_none() && *name != topic_config::TEST_LOSE_UNFLUSHED_KEY
+    }) {
+        return Err(invalid(topic_config::unknown_name(name)));
+    }
+    let normalized = configs
         .iter()
         .map(|(name, value)| {
             topic_config::validate(name, value)
                 .map(|v| (name.clone(), v))
-                .map_err(|reason| {
-                    ApiError::new(
-                        ResponseError::InvalidConfig,
-                        format!("Invalid value {value} for configuration {name}: {reason}"),
-                    )
-                })
+                .map_err(invalid)
         })
-        .collect()
+        .collect::<Result<BTreeMap<_, _>, _>>()?;
+    topic_config::validate_combination(&effective_config(image, &normalized, broker))
+        .map_err(invalid)?;
+    Ok(normalized)
 }
 
-/// The effective topic config from the topic's overrides, the image's cluster-level configs and
-/// the broker's static defaults.
+/// The effective topic config from the topic's overrides, the image's cluster-wide dynamic
+/// defaults and the broker's static defaults.
 pub fn effective_config(
     image: &ClusterImage,
     topic_configs: &BTreeMap<String, String>,
     config: &BrokerConfig,
 ) -> EffectiveTopicConfig {
-    let mut defaults = config.topic_defaults.clone();
-    for (name, value) in image.cluster_configs() {
-        if crate::topic_config::definition(name).is_some() {
-            defaults.insert(name.clone(), value.clone());
-        }
-    }
-    EffectiveTopicConfig::resolve(topic_configs, &defaults)
+    EffectiveTopicConfig::resolve(
+        topic_configs,
+        &topic_config::cluster_defaults(image.cluster_configs()),
+        &config.topic_defaults,
+    )
 }
 
 fn topic_view(image: &ClusterImage, id: TopicId) -> TopicView {
