@@ -422,6 +422,101 @@ def produce_v3(conn: RawConnection, topic: str, partition: int, records: bytes, 
     return err, base_offset
 
 
+@dataclass
+class ProduceV8:
+    """One partition's Produce v8 answer (KIP-467: the batch indexes of the records that made the
+    batch fail, each with its message, and a message for the whole batch)."""
+
+    error: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: list[tuple[int, str | None]]
+    error_message: str | None
+
+
+def produce_v8(conn: RawConnection, topic: str, partition: int, records: bytes, acks: int = -1,
+               timeout_ms: int = 10_000) -> ProduceV8:
+    """Produce v8 (the last non-flexible version, the first with RecordErrors and ErrorMessage;
+    ProduceResponse.json) to one partition."""
+    body = (
+        Writer()
+        .string(None)  # transactional id
+        .int16(acks)
+        .int32(timeout_ms)
+        .int32(1)
+        .string(topic)
+        .int32(1)
+        .int32(partition)
+        .bytes_(records)
+        .getvalue()
+    )
+    r = conn.call(API_PRODUCE, 8, body)
+
+    def partition_response(x: Reader) -> ProduceV8:
+        _index, error, base_offset, append_time, log_start = x.int32(), x.int16(), x.int64(), x.int64(), x.int64()
+        record_errors = x.array(lambda y: (y.int32(), y.string()))
+        return ProduceV8(error, base_offset, append_time, log_start, record_errors, x.string())
+
+    topics = r.array(lambda x: (x.string(), x.array(partition_response)))
+    r.int32()  # throttle time
+    [(_, [answer])] = topics
+    return answer
+
+
+API_DESCRIBE_CONFIGS = 32
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+
+@dataclass
+class ConfigEntryV3:
+    """One entry of a DescribeConfigs v3 answer (DescribeConfigsResponse.json)."""
+
+    name: str
+    value: str | None
+    read_only: bool
+    source: int
+    sensitive: bool
+    synonyms: list[tuple[str, str | None, int]]
+    config_type: int
+    documentation: str | None
+
+
+@dataclass
+class DescribeConfigsV3:
+    error: int
+    message: str | None
+    entries: dict[str, ConfigEntryV3]
+
+
+def describe_configs_v3(conn: RawConnection, resource_type: int, name: str, keys: list[str] | None = None,
+                        synonyms: bool = False, documentation: bool = False) -> DescribeConfigsV3:
+    """DescribeConfigs v3 (the last non-flexible version, the first with ConfigType and
+    Documentation) of one resource; `keys` None asks for every config."""
+    w = Writer().int32(1).int8(resource_type).string(name)
+    if keys is None:
+        w.int32(-1)
+    else:
+        w.int32(len(keys))
+        for key in keys:
+            w.string(key)
+    r = conn.call(API_DESCRIBE_CONFIGS, 3, w.int8(int(synonyms)).int8(int(documentation)).getvalue())
+    r.int32()  # throttle time
+
+    def entry(x: Reader) -> ConfigEntryV3:
+        name_, value, read_only, source, sensitive = x.string(), x.string(), x.boolean(), x.int8(), x.boolean()
+        syns = x.array(lambda y: (y.string(), y.string(), y.int8()))
+        return ConfigEntryV3(name_, value, read_only, source, sensitive, syns, x.int8(), x.string())
+
+    def result(x: Reader) -> DescribeConfigsV3:
+        error, message, _type, _name = x.int16(), x.string(), x.int8(), x.string()
+        return DescribeConfigsV3(error, message, {e.name: e for e in x.array(entry)})
+
+    [answer] = r.array(result)
+    return answer
+
+
 def init_producer_id_v0(conn: RawConnection, transactional_id: str | None = None) -> tuple[int, int, int]:
     """InitProducerId v0; returns (error_code, producer_id, producer_epoch)."""
     body = Writer().string(transactional_id).int32(60_000).getvalue()

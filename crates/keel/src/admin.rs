@@ -252,7 +252,7 @@ pub struct ConfigTarget {
     /// `unclean.recovery.strategy`, `eligible.leader.replicas.enable`).
     #[arg(long)]
     cluster: bool,
-    /// A broker's static configuration (get only).
+    /// A broker's configuration with each value's source (get only).
     #[arg(long)]
     broker: Option<i32>,
 }
@@ -703,10 +703,11 @@ pub async fn configs(bootstrap: Bootstrap, command: ConfigsCommand) -> anyhow::R
                 if !all && resource_type == 2 && c.config_source != 1 {
                     continue;
                 }
-                let value = c
-                    .value
-                    .as_ref()
-                    .map_or("(hidden)".to_string(), |v| v.to_string());
+                let value = match (&c.value, c.is_sensitive) {
+                    (Some(v), _) => v.to_string(),
+                    (None, true) => "(hidden)".to_string(),
+                    (None, false) => "(none)".to_string(),
+                };
                 entries.insert(c.name.to_string(), (value, source_name(c.config_source)));
             }
             if json {

@@ -45,6 +45,9 @@ pub struct LogConfig {
     pub segment_bytes: u64,
     /// `segment.ms`: roll a new segment once the active one is this old (7 days).
     pub segment_ms: i64,
+    /// `segment.jitter.ms`: each segment rolls up to this much before `segment.ms` (0: exactly at
+    /// `segment.ms`), so partitions created together do not roll together.
+    pub segment_jitter_ms: i64,
     /// `segment.index.bytes`: maximum size of an offset or time index; a full index forces a
     /// roll (10 MiB).
     pub segment_index_bytes: u64,
@@ -91,6 +94,7 @@ impl Default for LogConfig {
         LogConfig {
             segment_bytes: 1024 * 1024 * 1024,
             segment_ms: 7 * DAY_MS,
+            segment_jitter_ms: 0,
             segment_index_bytes: 10 * 1024 * 1024,
             retention_ms: Some(7 * DAY_MS),
             retention_bytes: None,
@@ -126,6 +130,12 @@ impl LogConfig {
         }
         if self.segment_ms < 1 {
             return invalid(format!("segment.ms {} must be positive", self.segment_ms));
+        }
+        if self.segment_jitter_ms < 0 {
+            return invalid(format!(
+                "segment.jitter.ms {} must not be negative",
+                self.segment_jitter_ms
+            ));
         }
         if self.segment_index_bytes < 12 {
             return invalid(format!(

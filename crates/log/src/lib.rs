@@ -75,7 +75,7 @@
 //! - [`Log::append_as_leader`] / [`Log::append_as_follower`] → [`AppendInfo`];
 //!   [`Log::assign_epoch_start_offset`] for a new leader before its first append;
 //! - [`Log::read`] → [`FetchData`]; [`Log::offset_for_timestamp`],
-//!   [`Log::offset_of_max_timestamp`], [`Log::end_offset_for_epoch`];
+//!   [`Log::offset_of_max_timestamp`] → [`RecordTimestamp`], [`Log::end_offset_for_epoch`];
 //! - [`Log::truncate_to`], [`Log::truncate_fully_and_start_at`],
 //!   [`Log::increment_log_start_offset`];
 //! - [`Log::flush`], [`Log::flush_if_due`], [`Log::roll`], [`Log::maybe_roll`],
@@ -85,9 +85,9 @@
 //! - [`Log::remove_expired_producers`] (`producer.id.expiration.ms`).
 //!
 //! Semantics worth knowing:
-//! - timestamp lookups work at batch granularity (batches may be compressed and are never
-//!   decoded): the answer is the base offset of the first batch whose `maxTimestamp` reaches
-//!   the target;
+//! - timestamp lookups answer the first *record* whose timestamp reaches the target, as Kafka
+//!   does: the time index points at or before its batch, and only that batch is read and
+//!   decoded (decompressed through the caller's [`RecordCodecs`]);
 //! - `end_offset_for_epoch` follows Kafka's `LeaderEpochFileCache.endOffsetFor`, including its
 //!   answer for an epoch below the earliest known one: (requested epoch, start offset of the
 //!   earliest known epoch);
@@ -109,7 +109,9 @@
 //! - [`checkpoint`]: the text checkpoint formats; [`LeaderEpochCache`]: epoch → start offset;
 //! - [`plain_batch`]: building v2 batches for tests and tools;
 //! - [`producer_state`]: idempotent producers' sequences and epochs per partition: duplicate
-//!   detection and sequence checks on leader appends, snapshots.
+//!   detection and sequence checks on leader appends, snapshots;
+//! - [`validate`]: a producer's batch checked record by record before the leader appends it
+//!   (KIP-467 record errors) and rebuilt in the topic's codec (`compression.type`).
 //!
 //! Errors are one [`LogError`] enum split into API errors (mapped to Kafka error codes by
 //! [`LogError::kafka_error_code`]) and fatal ones ([`LogError::is_fatal`]).
@@ -127,14 +129,15 @@ pub mod producer_state;
 mod segment;
 pub mod storage;
 mod types;
+pub mod validate;
 
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::LeaderEpochCache;
 pub use error::{Damage, LogError};
 pub use log::{
-    find_keyless_record, AppendInfo, CompactionOutput, CompactionPlan, CompactionStats,
-    DeletedSegment, FetchData, Log, NoCodecs, Quarantine, RecordCodecs, RecoveryReport,
-    RetentionReason, RetentionResult, RolledFlush, ScrubStep, ScrubTask, CLEANED_FILE_SUFFIX,
+    AppendInfo, CompactionOutput, CompactionPlan, CompactionStats, DeletedSegment, FetchData, Log,
+    NoCodecs, Quarantine, RecordCodecs, RecordTimestamp, RecoveryReport, RetentionReason,
+    RetentionResult, RolledFlush, ScrubStep, ScrubTask, CLEANED_FILE_SUFFIX,
     CLEANER_OFFSET_CHECKPOINT_FILE, LEADER_EPOCH_CHECKPOINT_FILE, PARTITION_METADATA_FILE,
     QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX,
 };

@@ -271,7 +271,7 @@ pub struct BrokerConfig {
 
 /// Keys the broker reads directly; anything else that is not a topic-default synonym is
 /// "unknown".
-const BROKER_KEYS: &[&str] = &[
+pub(crate) const BROKER_KEYS: &[&str] = &[
     "node.id",
     "broker.id",
     "log.dirs",

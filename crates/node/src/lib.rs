@@ -2,6 +2,7 @@
 //! interface) and time, around the pure parts of the broker.
 //!
 //! * [`config`] and [`topic_config`]: Kafka's property names, defaults and validation;
+//!   [`broker_configs`]: the broker configs DescribeConfigs describes;
 //! * [`broker`]: hosted partitions, topic metadata, open-with-recovery and clean shutdown;
 //! * [`partition`]: one partition's log, high watermark (KIP-966 rule) and leader epoch;
 //! * [`handlers`]: one module per Kafka API;
@@ -18,6 +19,7 @@
 
 pub mod blocking;
 pub mod broker;
+pub mod broker_configs;
 pub mod client;
 pub mod clock;
 pub mod cluster;

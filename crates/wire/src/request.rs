@@ -16,9 +16,10 @@ use kafka_protocol::messages::{
     ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest,
     CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteTopicsRequest,
     DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
-    DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader,
+    DescribeProducersRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
+    FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -63,6 +64,8 @@ pub enum Request {
     ListGroups(ListGroupsRequest),
     DeleteGroups(DeleteGroupsRequest),
     OffsetDelete(OffsetDeleteRequest),
+    DescribeProducers(DescribeProducersRequest),
+    ListConfigResources(ListConfigResourcesRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -246,6 +249,12 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::ListGroups => Request::ListGroups(ListGroupsRequest::decode(buf, version)?),
         ApiKey::DeleteGroups => Request::DeleteGroups(DeleteGroupsRequest::decode(buf, version)?),
         ApiKey::OffsetDelete => Request::OffsetDelete(OffsetDeleteRequest::decode(buf, version)?),
+        ApiKey::DescribeProducers => {
+            Request::DescribeProducers(DescribeProducersRequest::decode(buf, version)?)
+        }
+        ApiKey::ListConfigResources => {
+            Request::ListConfigResources(ListConfigResourcesRequest::decode(buf, version)?)
+        }
         other => anyhow::bail!("{other:?} is not served"),
     })
 }
@@ -314,6 +323,62 @@ mod tests {
         assert_eq!(decoded.api_key, ApiKey::Metadata);
         assert_eq!(decoded.correlation_id(), 42);
         assert!(matches!(decoded.body, Request::Metadata(_)));
+    }
+
+    // Shows (issue 20): the versions Kafka 4.4 added decode with their new fields — Fetch v18's
+    // tagged HighWatermark, Produce v13's topic ids, ListConfigResources v1's resource types,
+    // DescribeProducers v0 — and Produce v2, advertised but removed in Kafka 4.0, is refused.
+    #[test]
+    fn decodes_kafka_4_4_versions() {
+        use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+        use kafka_protocol::messages::produce_request::TopicProduceData;
+        let id = uuid::Uuid::from_u128(7);
+        let fetch = FetchRequest::default().with_topics(vec![FetchTopic::default()
+            .with_topic_id(id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(3)
+                .with_high_watermark(41)])]);
+        match decode(encode_request(ApiKey::Fetch, 18, &fetch))
+            .unwrap()
+            .body
+        {
+            Request::Fetch(r) => {
+                assert_eq!(r.topics[0].topic_id, id);
+                assert_eq!(r.topics[0].partitions[0].high_watermark, 41);
+            }
+            other => panic!("{other:?}"),
+        }
+        let produce = ProduceRequest::default()
+            .with_acks(-1)
+            .with_topic_data(vec![TopicProduceData::default().with_topic_id(id)]);
+        match decode(encode_request(ApiKey::Produce, 13, &produce))
+            .unwrap()
+            .body
+        {
+            Request::Produce(r) => assert_eq!(r.topic_data[0].topic_id, id),
+            other => panic!("{other:?}"),
+        }
+        let list = ListConfigResourcesRequest::default().with_resource_types(vec![2, 4]);
+        match decode(encode_request(ApiKey::ListConfigResources, 1, &list))
+            .unwrap()
+            .body
+        {
+            Request::ListConfigResources(r) => assert_eq!(r.resource_types, vec![2, 4]),
+            other => panic!("{other:?}"),
+        }
+        let describe = DescribeProducersRequest::default();
+        assert!(matches!(
+            decode(encode_request(ApiKey::DescribeProducers, 0, &describe))
+                .unwrap()
+                .body,
+            Request::DescribeProducers(_)
+        ));
+        let mut v2 = BytesMut::from(&encode_request(ApiKey::Produce, 3, &produce)[..]);
+        v2[2..4].copy_from_slice(&2i16.to_be_bytes());
+        assert!(matches!(
+            decode(v2.freeze()),
+            Err(DecodeError::UnsupportedVersion { api_version: 2, .. })
+        ));
     }
 
     // Shows: an unsupported ApiVersions version is answerable (KIP-511 v0 fallback), an

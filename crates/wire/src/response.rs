@@ -269,7 +269,7 @@ mod tests {
             Some(FETCH_RECORDS_OWN_PART_BYTES - 1),
             Some(200_000),
         ];
-        for version in 4..=16 {
+        for version in 4..=18 {
             let body = response(version, &sizes);
             let plain = encode(ApiKey::Fetch, version, 99, &body).unwrap();
             let parts = encode_fetch(version, 99, body.clone()).unwrap();
@@ -293,17 +293,17 @@ mod tests {
 
     #[test]
     fn encode_fetch_without_large_records_is_one_part() {
-        let body = response(16, &[Some(10), None]);
-        let parts = encode_fetch(16, 1, body.clone()).unwrap();
+        let body = response(18, &[Some(10), None]);
+        let parts = encode_fetch(18, 1, body.clone()).unwrap();
         assert_eq!(parts.len(), 1);
-        assert_eq!(parts[0], encode(ApiKey::Fetch, 16, 1, &body).unwrap());
+        assert_eq!(parts[0], encode(ApiKey::Fetch, 18, 1, &body).unwrap());
     }
 
     #[test]
     fn encode_fetch_falls_back_when_a_marker_is_ambiguous() {
         // A small record set that happens to hold the marker's tag: the splice refuses, and the
         // plain encoding (with every record set back in place) is sent.
-        for version in [11, 16] {
+        for version in [11, 16, 18] {
             let mut body = response(version, &[Some(10_000), Some(20)]);
             let mut tricky = BytesMut::new();
             tricky.put_slice(RECORDS_MARKER_TAG);

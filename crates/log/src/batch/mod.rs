@@ -25,7 +25,8 @@
 //! does **not** cover `baseOffset` or `partitionLeaderEpoch`, which the broker rewrites.
 //!
 //! Nothing here panics on malformed input: every problem is a [`BatchError`]. The records inside
-//! a batch are never decoded (they may be compressed); the broker stores batches as sent.
+//! a batch are not decoded here (they may be compressed); only the cleaner and the produce
+//! checks ([`crate::validate`]) read them, through the `records` module.
 //! Callers: the log's append, recovery and read paths.
 
 pub(crate) mod records;

@@ -1,6 +1,7 @@
 //! The records of an uncompressed v2 records section, parsed without copying, and re-encoded
-//! with a new timestamp delta. Only the cleaner needs records (`crate::log::compact`); every
-//! other path stores and serves batches as sent.
+//! with a new timestamp or offset delta. Only the cleaner (`crate::log::compact`) and the checks
+//! of a producer's batch (`crate::validate`) read records; every other path stores and serves
+//! batches as they are.
 //!
 //! A record (all lengths and deltas are zig-zag varints):
 //!
@@ -26,6 +27,8 @@ pub(crate) struct RecordRef<'a> {
     pub key: Option<&'a [u8]>,
     /// Whether the value is null (a tombstone).
     pub value_is_null: bool,
+    /// The value, `None` if null.
+    pub value: Option<&'a [u8]>,
     /// The body from the key length on (key, value, headers): copied unchanged on re-encoding.
     pub tail: &'a [u8],
     /// The whole record including its length prefix.
@@ -78,6 +81,7 @@ fn parse_body<'a>(body: &'a [u8], raw: &'a [u8]) -> Option<RecordRef<'a>> {
         offset_delta,
         key,
         value_is_null: value.is_none(),
+        value,
         tail: &body[tail_start..],
         raw,
     })
@@ -101,10 +105,28 @@ pub(crate) fn encode_with_timestamp_delta(
     record: &RecordRef<'_>,
     timestamp_delta: i64,
 ) {
+    encode_with_deltas(out, record, timestamp_delta, record.offset_delta);
+}
+
+/// Appends `record` to `out` with `offset_delta` in place of its own; everything else is copied.
+pub(crate) fn encode_with_offset_delta(
+    out: &mut Vec<u8>,
+    record: &RecordRef<'_>,
+    offset_delta: i64,
+) {
+    encode_with_deltas(out, record, record.timestamp_delta, offset_delta);
+}
+
+fn encode_with_deltas(
+    out: &mut Vec<u8>,
+    record: &RecordRef<'_>,
+    timestamp_delta: i64,
+    offset_delta: i64,
+) {
     let mut body = Vec::with_capacity(record.raw.len() + 8);
     body.push(record.attributes);
     put_varlong(&mut body, timestamp_delta);
-    put_varlong(&mut body, record.offset_delta);
+    put_varlong(&mut body, offset_delta);
     body.extend_from_slice(record.tail);
     put_varlong(out, body.len() as i64);
     out.extend_from_slice(&body);

@@ -65,6 +65,21 @@ pub trait RecordCodecs: Send + Sync {
     fn decompress(&self, codec: i16, data: &[u8]) -> Result<Vec<u8>, String>;
     /// `data` compressed with `codec`, as a producer would send it.
     fn compress(&self, codec: i16, data: &[u8]) -> Result<Vec<u8>, String>;
+    /// `data` compressed with `codec` at `level` (KIP-390's `compression.<codec>.level`; `None`:
+    /// the codec's default). Codecs that know no levels compress at their default only.
+    fn compress_at_level(
+        &self,
+        codec: i16,
+        level: Option<i32>,
+        data: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        match level {
+            None => self.compress(codec, data),
+            Some(level) => Err(format!(
+                "compression codec {codec} at level {level} is not available"
+            )),
+        }
+    }
 }
 
 /// Codecs that know no compression: the cleaner keeps compressed batches whole.
@@ -405,36 +420,6 @@ impl Log {
     }
 }
 
-/// Why `batches` (a producer's record batches) may not go to a compacted topic: the first
-/// record without a key (Kafka refuses those; the cleaner could only drop them). `None` if every
-/// record has a key. Compressed batches are read through `codecs`; control batches are skipped.
-pub fn find_keyless_record(batches: &[u8], codecs: &dyn RecordCodecs) -> Option<String> {
-    for view in crate::batch::BatchIter::new(batches) {
-        let Ok(view) = view else {
-            return None; // the append reports malformed batches itself
-        };
-        if view.header.is_control() {
-            continue;
-        }
-        let section = match records_section(view.bytes, &view.header, codecs) {
-            Ok(section) => section,
-            Err(e) => return Some(format!("records cannot be read to check their keys: {e}")),
-        };
-        match parse_records(&section, view.header.records_count) {
-            Ok(records) => {
-                if let Some(index) = records.iter().position(|r| r.key.is_none()) {
-                    return Some(format!(
-                        "record {index} of a batch has no key: a compacted topic needs a key on \
-                         every record"
-                    ));
-                }
-            }
-            Err(e) => return Some(format!("malformed records: {e}")),
-        }
-    }
-    None
-}
-
 fn remove_if_exists(storage: &dyn Storage, path: &Path) -> io::Result<()> {
     match storage.remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -655,7 +640,7 @@ impl OffsetMap {
 }
 
 /// The uncompressed records section of a batch.
-fn records_section(
+pub(super) fn records_section(
     bytes: &[u8],
     header: &BatchHeader,
     codecs: &dyn RecordCodecs,

@@ -3,7 +3,7 @@
 //! everything is fsynced).
 //!
 //! The operations live in one file each: `load` (open and crash recovery), `append`, `read`
-//! (fetches and timestamp lookups), `truncate`, `retention` (and rolling), `flush` (flush
+//! (fetches), `timestamps` (ListOffsets lookups by time), `truncate`, `retention` (and rolling), `flush` (flush
 //! policy, close, delete). The broker's partition code is the only caller; it serializes
 //! mutations (`&mut self`) and may read concurrently (`&self`).
 //!
@@ -22,6 +22,7 @@ mod quarantine;
 mod read;
 mod retention;
 mod scrub;
+mod timestamps;
 mod truncate;
 
 #[cfg(test)]
@@ -30,10 +31,13 @@ mod compact_tests;
 mod damage_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timestamps_tests;
 
+pub use append::APPEND_BYTES_MAX;
 pub use compact::{
-    find_keyless_record, CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs,
-    CLEANED_FILE_SUFFIX, CLEANER_OFFSET_CHECKPOINT_FILE,
+    CompactionOutput, CompactionPlan, CompactionStats, NoCodecs, RecordCodecs, CLEANED_FILE_SUFFIX,
+    CLEANER_OFFSET_CHECKPOINT_FILE,
 };
 pub use flush::RolledFlush;
 pub use load::RecoveryReport;
@@ -41,6 +45,7 @@ pub use quarantine::{Quarantine, QUARANTINE_INFO_FILE, QUARANTINE_SUFFIX};
 pub use read::FetchData;
 pub use retention::{DeletedSegment, RetentionReason, RetentionResult};
 pub use scrub::{ScrubStep, ScrubTask};
+pub use timestamps::RecordTimestamp;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

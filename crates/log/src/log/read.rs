@@ -1,4 +1,4 @@
-//! Reads: fetches of whole batches (KIP-74 semantics) and the ListOffsets lookups by timestamp.
+//! Reads: fetches of whole batches (KIP-74 semantics). Lookups by time live in `timestamps`.
 
 use bytes::Bytes;
 
@@ -6,7 +6,7 @@ use super::Log;
 use crate::batch::{parse_batch_at, BatchError};
 use crate::error::{Damage, LogError};
 use crate::segment::{ScanError, Visit};
-use crate::types::{Offset, TimestampOffset};
+use crate::types::Offset;
 
 /// The answer to [`Log::read`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,63 +188,6 @@ impl Log {
                 || "a batch header breaks the walk through the segment".to_string(),
                 |e| e.to_string(),
             ),
-        })
-    }
-
-    /// ListOffsets by timestamp: the first batch ending at or after the log start offset whose
-    /// `maxTimestamp >= timestamp`, as (its base offset or the log start offset if larger, its
-    /// max timestamp). Batch granularity: batches may be compressed, so records inside are not
-    /// inspected, and the offset is the batch's base offset rather than the exact record's.
-    /// `None` if no such batch starts below `max_offset` (the high watermark, if given) and the
-    /// log end offset.
-    pub fn offset_for_timestamp(
-        &self,
-        timestamp: i64,
-        max_offset: Option<Offset>,
-    ) -> Result<Option<TimestampOffset>, LogError> {
-        let log_end_offset = self.log_end_offset();
-        let limit = max_offset.map_or(log_end_offset, |m| m.min(log_end_offset));
-        for segment in self.segments.values() {
-            let reaches = segment
-                .max_timestamp()
-                .is_some_and(|m| m.timestamp >= timestamp);
-            if segment.next_offset() <= self.log_start_offset || !reaches {
-                continue;
-            }
-            let found = segment
-                .find_batch_by_timestamp(timestamp, self.log_start_offset)
-                .map_err(self.io_error("read"))?;
-            if let Some((_, header)) = found {
-                if header.base_offset >= limit {
-                    return Ok(None);
-                }
-                return Ok(Some(TimestampOffset {
-                    timestamp: header.max_timestamp,
-                    offset: header.base_offset.max(self.log_start_offset),
-                }));
-            }
-        }
-        Ok(None)
-    }
-
-    /// ListOffsets MAX_TIMESTAMP (KIP-734): the largest batch max timestamp in the log and the
-    /// base offset of the first batch carrying it (clamped to the log start offset). Segments
-    /// wholly below the log start offset are ignored. The caller filters by high watermark.
-    pub fn offset_of_max_timestamp(&self) -> Option<TimestampOffset> {
-        let mut max: Option<TimestampOffset> = None;
-        for segment in self.segments.values() {
-            if segment.next_offset() <= self.log_start_offset {
-                continue;
-            }
-            if let Some(m) = segment.max_timestamp() {
-                if max.is_none_or(|best| m.timestamp > best.timestamp) {
-                    max = Some(m);
-                }
-            }
-        }
-        max.map(|m| TimestampOffset {
-            timestamp: m.timestamp,
-            offset: m.offset.max(self.log_start_offset),
         })
     }
 }

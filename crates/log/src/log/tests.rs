@@ -267,6 +267,51 @@ fn rolls_by_time() {
     );
 }
 
+// segment.jitter.ms (Kafka's LogConfig.randomSegmentJitter): each segment rolls once
+// segment.ms minus its own jitter has passed, the jitter in [0, min(jitter, segment.ms)) and
+// picked per segment (from its path here, not at random: the same segment, the same jitter), so
+// segments do not all roll at the same age.
+#[test]
+fn rolls_by_time_with_jitter() {
+    let config = LogConfig {
+        segment_ms: 1_000,
+        segment_jitter_ms: 600,
+        ..small_config()
+    };
+    let (_, mut log) = new_log(config.clone());
+    let mut ages = Vec::new();
+    let mut now = 10_000;
+    for _ in 0..8 {
+        log.append_as_leader(&records(1, 1, 0), LeaderEpoch(0), now)
+            .unwrap();
+        let jitter = log.active().roll_jitter_ms(&config);
+        assert!((0..600).contains(&jitter), "{jitter}");
+        let started = now;
+        while !log.maybe_roll(now).unwrap() {
+            now += 1;
+            assert!(now - started <= 1_000, "rolled by segment.ms at the latest");
+        }
+        assert_eq!(now - started, 1_000 - jitter);
+        ages.push(now - started);
+    }
+    ages.sort_unstable();
+    ages.dedup();
+    assert!(ages.len() > 1, "segments roll at different ages: {ages:?}");
+    let without = LogConfig {
+        segment_jitter_ms: 0,
+        ..config.clone()
+    };
+    assert_eq!(log.active().roll_jitter_ms(&without), 0);
+    let beyond = LogConfig {
+        segment_jitter_ms: i64::MAX,
+        ..config
+    };
+    assert!(
+        log.active().roll_jitter_ms(&beyond) < 1_000,
+        "bounded by segment.ms"
+    );
+}
+
 // Every offset reads back the batch containing it, through the sparse index, before and after a
 // clean reopen (indexes trusted) and after an unclean one (indexes rebuilt).
 #[test]
@@ -302,8 +347,8 @@ fn index_lookups_find_every_offset() {
     check(&recovered);
 }
 
-// offset_for_timestamp returns the first batch whose max timestamp reaches the target, using
-// the time index, bounded by the high watermark; MAX_TIMESTAMP finds the largest.
+// offset_for_timestamp returns the first record whose timestamp reaches the target, using the
+// time index across segments, bounded by the high watermark; MAX_TIMESTAMP finds the largest.
 #[test]
 fn timestamp_lookups() {
     let (_, mut log) = new_log(small_config());
@@ -314,7 +359,7 @@ fn timestamp_lookups() {
     }
     assert!(log.segment_count() > 1);
     let at = |ts, max| {
-        log.offset_for_timestamp(ts, max)
+        log.offset_for_timestamp(ts, max, &NoCodecs)
             .unwrap()
             .map(|t| (t.offset.0, t.timestamp))
     };
@@ -325,7 +370,7 @@ fn timestamp_lookups() {
     assert_eq!(at(450, None), Some((7, 500)));
     assert_eq!(at(501, None), None);
     assert_eq!(at(450, Some(Offset(7))), None, "beyond the high watermark");
-    let max = log.offset_of_max_timestamp().unwrap();
+    let max = log.offset_of_max_timestamp(&NoCodecs).unwrap().unwrap();
     assert_eq!((max.offset, max.timestamp), (Offset(7), 500));
 }
 
@@ -879,15 +924,18 @@ fn log_start_beyond_recovered_end_starts_over() {
     );
 }
 
-// Timestamps carried per record: the batch max drives the lookups (batch granularity).
+// Timestamps carried per record: the lookup answers the record, not its batch (issue 20).
 #[test]
-fn timestamp_lookup_uses_batch_max() {
+fn timestamp_lookup_answers_the_record() {
     let (_, mut log) = new_log(small_config());
     let batch =
         build_batch_with_timestamps(&[(None, b"a", 10), (None, b"b", 90), (None, b"c", 20)]);
     log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
-    let found = log.offset_for_timestamp(50, None).unwrap().unwrap();
-    assert_eq!((found.offset, found.timestamp), (Offset(0), 90));
+    let found = log
+        .offset_for_timestamp(50, None, &NoCodecs)
+        .unwrap()
+        .unwrap();
+    assert_eq!((found.offset, found.timestamp), (Offset(1), 90));
 }
 
 // delete() removes the partition directory.

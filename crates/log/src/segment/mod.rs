@@ -66,10 +66,21 @@ pub(crate) struct Segment {
     /// What `segment.ms` is measured from: the first append's time, or after a reload the first
     /// batch's max timestamp (Kafka's `rollingBasedTimestamp`).
     roll_timestamp_ms: Option<i64>,
+    /// Picks this segment's share of `segment.jitter.ms` ([`Segment::roll_jitter_ms`]): a hash
+    /// of its file path, so partitions created together do not all roll at once, without
+    /// randomness (the same segment always gets the same jitter).
+    jitter_seed: u64,
     /// Whether an index file was missing at open (a crash during the cleaner's swap, or files
     /// removed by hand): a clean load then rebuilds the indexes.
     indexes_missing: bool,
     indexer: Indexer,
+}
+
+/// FNV-1a, 64 bits.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, b| {
+        (hash ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 fn max_index_entries(config: &LogConfig, entry_bytes: usize) -> usize {
@@ -103,6 +114,7 @@ impl Segment {
             max_index_entries(config, TIME_INDEX_ENTRY_BYTES),
         )?;
         let size_bytes = log_file.size()?;
+        let jitter_seed = fnv1a(log_path.as_os_str().as_encoded_bytes());
         Ok(Segment {
             base_offset,
             log_path,
@@ -110,6 +122,7 @@ impl Segment {
             size_bytes,
             durable_bytes: size_bytes,
             roll_timestamp_ms: None,
+            jitter_seed,
             indexes_missing,
             indexer: Indexer {
                 base_offset,
@@ -348,10 +361,24 @@ impl Segment {
         None
     }
 
-    /// Whether a non-empty segment is at least `segment.ms` old.
+    /// Whether a non-empty segment is at least `segment.ms` minus its jitter old.
     pub fn is_expired(&self, now_ms: i64, config: &LogConfig) -> bool {
+        let age_max_ms = config.segment_ms - self.roll_jitter_ms(config);
         self.roll_timestamp_ms
-            .is_some_and(|t| now_ms.saturating_sub(t) >= config.segment_ms)
+            .is_some_and(|t| now_ms.saturating_sub(t) >= age_max_ms)
+    }
+
+    /// How much earlier than `segment.ms` this segment rolls: in [0, min(`segment.jitter.ms`,
+    /// `segment.ms`)), as Kafka's `LogConfig.randomSegmentJitter` draws it per segment — here
+    /// from the segment's path instead of a random number.
+    pub fn roll_jitter_ms(&self, config: &LogConfig) -> i64 {
+        let bound = config.segment_jitter_ms.min(config.segment_ms);
+        match u64::try_from(bound) {
+            Ok(bound) if bound > 0 => {
+                i64::try_from(self.jitter_seed % bound).expect("below an i64 bound")
+            }
+            _ => 0,
+        }
     }
 
     /// Appends whole, validated batches; `batches` lists each batch's position within `bytes`
@@ -391,22 +418,32 @@ impl Segment {
         self.first_batch_from(from, |header| header.last_offset() >= target)
     }
 
-    /// The first batch with `maxTimestamp >= target` that ends at or after `min_offset` (using
-    /// the time index to skip ahead).
-    pub fn find_batch_by_timestamp(
-        &self,
-        target: i64,
-        min_offset: Offset,
-    ) -> io::Result<Option<(u64, BatchHeader)>> {
-        let from = self
+    /// Where a search for the first record with a timestamp `>= target` at or after
+    /// `min_offset` may start: the time index's last entry at or below `target` names a batch
+    /// no later than the wanted one (every record before it is older), and the offset index
+    /// turns that offset — or `min_offset`, if later — into a byte position at or before its
+    /// batch. Kafka's `LogSegment.findOffsetByTimestamp` does the same two lookups.
+    pub fn position_for_timestamp(&self, target: i64, min_offset: Offset) -> u64 {
+        let indexed = self
             .indexer
             .time_index
             .lookup(target)
-            .and_then(|e| self.indexer.offset_index.lookup(e.offset))
-            .map_or(0, |e| u64::from(e.position));
-        self.first_batch_from(from, |header| {
-            header.max_timestamp >= target && header.last_offset() >= min_offset
-        })
+            .map_or(self.base_offset, |e| e.offset);
+        self.indexer
+            .offset_index
+            .lookup(indexed.max(min_offset))
+            .map_or(0, |e| u64::from(e.position))
+    }
+
+    /// The first batch whose header satisfies `wanted`, walking headers from byte `from` (a
+    /// batch boundary): its position and header. `None` at the end of the segment or where a
+    /// header breaks the walk.
+    pub fn find_batch_from(
+        &self,
+        from: u64,
+        wanted: impl FnMut(&BatchHeader) -> bool,
+    ) -> io::Result<Option<(u64, BatchHeader)>> {
+        self.first_batch_from(from, wanted)
     }
 
     /// The first batch at or after `from` satisfying `wanted`.

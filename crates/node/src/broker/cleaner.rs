@@ -109,6 +109,73 @@ impl RecordCodecs for KafkaCodecs {
         result.map_err(|e| format!("{e:#}"))?;
         Ok(out)
     }
+
+    /// KIP-390's levels, with Kafka's meaning of each (`GzipCompression`, `Lz4BlockOutputStream`,
+    /// `ZstdCompression`): gzip -1 (zlib's default, 6) or 1–9; lz4 9 is Kafka's default and its
+    /// fast compressor, any other level lz4's high-compression mode at that level (lz4 stops at
+    /// 12: 13–17 compress as 12); zstd -131072–22. Snappy has no levels. The frames are the same
+    /// kafka-protocol writes (gzip member, lz4 frame with independent blocks, zstd frame).
+    fn compress_at_level(
+        &self,
+        codec: i16,
+        level: Option<i32>,
+        data: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let Some(level) = level else {
+            return self.compress(codec, data);
+        };
+        match codec {
+            1 => gzip_at(level, data),
+            2 => self.compress(codec, data),
+            3 => lz4_at(level, data),
+            4 if (ZSTD_LEVEL_MIN..=ZSTD_LEVEL_MAX).contains(&level) => {
+                zstd::stream::encode_all(data, level).map_err(|e| e.to_string())
+            }
+            4 => Err(format!("zstd has no level {level}")),
+            other => Err(format!("unknown compression codec {other}")),
+        }
+    }
+}
+
+/// Kafka's `compression.gzip.level` default, zlib's own (6).
+pub const GZIP_LEVEL_DEFAULT: i32 = -1;
+/// Kafka's `compression.lz4.level` default: its fast compressor.
+pub const LZ4_LEVEL_DEFAULT: i32 = 9;
+/// zstd's level range (`ZstdCompression.MIN_LEVEL`, `MAX_LEVEL` in Kafka 4.x).
+pub const ZSTD_LEVEL_MIN: i32 = -131_072;
+/// See [`ZSTD_LEVEL_MIN`].
+pub const ZSTD_LEVEL_MAX: i32 = 22;
+
+fn gzip_at(level: i32, data: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    let compression = match u32::try_from(level) {
+        Ok(level @ 1..=9) => flate2::Compression::new(level),
+        _ if level == GZIP_LEVEL_DEFAULT => flate2::Compression::default(),
+        _ => return Err(format!("gzip has no level {level}")),
+    };
+    let mut encoder =
+        flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 2 + 64), compression);
+    encoder.write_all(data).map_err(|e| e.to_string())?;
+    encoder.finish().map_err(|e| e.to_string())
+}
+
+fn lz4_at(level: i32, data: &[u8]) -> Result<Vec<u8>, String> {
+    use std::io::Write;
+    // lz4's frame API: 0 is its fast mode, 3–12 high compression.
+    let frame_level = match u32::try_from(level) {
+        _ if level == LZ4_LEVEL_DEFAULT => 0,
+        Ok(level @ 1..=17) => level.min(12),
+        _ => return Err(format!("lz4 has no level {level}")),
+    };
+    let mut encoder = lz4::EncoderBuilder::new()
+        .level(frame_level)
+        .block_mode(lz4::BlockMode::Independent)
+        .build(Vec::with_capacity(data.len() / 2 + 64))
+        .map_err(|e| e.to_string())?;
+    encoder.write_all(data).map_err(|e| e.to_string())?;
+    let (out, result) = encoder.finish();
+    result.map_err(|e| e.to_string())?;
+    Ok(out)
 }
 
 impl Broker {
@@ -232,5 +299,61 @@ mod tests {
         }
         let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
         assert_eq!(KafkaCodecs.decompress(2, &raw).unwrap(), data, "raw snappy");
+    }
+
+    // Shows: every KIP-390 level of every codec writes what kafka-protocol's decoders (the
+    // framing Kafka's clients read) decode back, the levels are used (a higher gzip and zstd
+    // level compresses text smaller than the lowest; lz4's default is its fast mode, smaller
+    // than nothing but larger than its highest level), and a level outside Kafka's range is
+    // an error, not a silent default.
+    #[test]
+    fn compress_at_every_level_round_trips() {
+        use keel_wire::kafka_protocol::compression::Decompressor;
+        let data: Vec<u8> = (0..40_000u32)
+            .flat_map(|i| format!("record {} of topic orders, key {}; ", i, i % 97).into_bytes())
+            .collect();
+        let theirs = |codec: i16, compressed: &[u8]| -> Vec<u8> {
+            let mut input = compressed;
+            let take = |b: &mut bytes::Bytes| Ok(b.to_vec());
+            match codec {
+                1 => Gzip::decompress(&mut input, take),
+                2 => Snappy::decompress(&mut input, take),
+                3 => Lz4::decompress(&mut input, take),
+                _ => Zstd::decompress(&mut input, take),
+            }
+            .unwrap()
+        };
+        let levels: [(i16, Vec<i32>); 4] = [
+            (1, vec![-1, 1, 5, 9]),
+            (2, vec![0]),
+            (3, vec![1, 2, 9, 12, 17]),
+            (4, vec![-131072, -5, 1, 3, 19, 22]),
+        ];
+        for (codec, levels) in levels {
+            let mut sizes = Vec::new();
+            for level in levels {
+                let out = KafkaCodecs
+                    .compress_at_level(codec, Some(level), &data)
+                    .unwrap();
+                assert_eq!(theirs(codec, &out), data, "codec {codec} level {level}");
+                assert_eq!(KafkaCodecs.decompress(codec, &out).unwrap(), data);
+                sizes.push((level, out.len()));
+            }
+            let size = |level: i32| sizes.iter().find(|(l, _)| *l == level).unwrap().1;
+            match codec {
+                1 => assert!(size(9) < size(1), "{sizes:?}"),
+                3 => assert!(size(12) < size(9) && size(9) < data.len(), "{sizes:?}"),
+                4 => assert!(size(19) < size(-5), "{sizes:?}"),
+                _ => {}
+            }
+        }
+        for (codec, level) in [(1, 0), (1, 10), (3, 0), (3, 18), (4, 23)] {
+            assert!(
+                KafkaCodecs
+                    .compress_at_level(codec, Some(level), &data)
+                    .is_err(),
+                "codec {codec} level {level}"
+            );
+        }
     }
 }

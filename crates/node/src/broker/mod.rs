@@ -551,6 +551,61 @@ impl Broker {
         list
     }
 
+    /// Every registered broker's id, fenced or not, ascending (and this broker's).
+    pub fn registered_broker_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.image().brokers().keys().map(|id| id.0).collect();
+        if !ids.contains(&self.node_id()) {
+            ids.push(self.node_id());
+        }
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The brokers DescribeCluster lists on listener `listener`: [`Broker::serving_brokers_on`],
+    /// and with `include_fenced` every other registered broker with that listener too; each with
+    /// whether the image has it fenced (KIP-1073).
+    pub fn described_brokers(
+        &self,
+        listener: &str,
+        include_fenced: bool,
+    ) -> Vec<(BrokerEndpoint, bool)> {
+        let image = self.image();
+        let fenced = |id: i32| {
+            image
+                .broker(CBrokerId(id))
+                .is_some_and(|b| b.state == keel_controller::image::BrokerState::Fenced)
+        };
+        let mut list: Vec<(BrokerEndpoint, bool)> = self
+            .serving_brokers_on(listener)
+            .into_iter()
+            .map(|b| {
+                let is_fenced = fenced(b.id);
+                (b, is_fenced)
+            })
+            .collect();
+        if include_fenced {
+            for b in image.brokers().values() {
+                if list.iter().any(|(listed, _)| listed.id == b.id.0) {
+                    continue;
+                }
+                let Some(endpoint) = endpoint_of(&b.listeners, listener) else {
+                    continue;
+                };
+                list.push((
+                    BrokerEndpoint {
+                        id: b.id.0,
+                        host: endpoint.host.clone(),
+                        port: endpoint.port,
+                        rack: b.rack.clone(),
+                    },
+                    b.state == keel_controller::image::BrokerState::Fenced,
+                ));
+            }
+            list.sort_by_key(|(b, _)| b.id);
+        }
+        list
+    }
+
     /// A live broker's advertised `(host, port)` on listener `listener`.
     pub fn broker_endpoint_on(&self, id: i32, listener: &str) -> Option<(String, u16)> {
         let image = self.image();
@@ -758,39 +813,46 @@ pub fn validate_topic_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Validates and normalizes topic config overrides.
+/// Validates and normalizes a topic's config overrides as Kafka's `LogConfig.validate` does:
+/// every name known (`INVALID_CONFIG` "Unknown topic config name"), then every value, then the
+/// values together with the defaults they resolve against (`image`'s cluster-wide ones and the
+/// broker's).
 pub fn validate_topic_configs(
     configs: &BTreeMap<String, String>,
+    image: &ClusterImage,
+    broker: &BrokerConfig,
 ) -> Result<BTreeMap<String, String>, ApiError> {
-    configs
+    let invalid = |message: String| ApiError::new(ResponseError::InvalidConfig, message);
+    if let Some(name) = configs.keys().find(|name| {
+        topic_config::definition(name).is_none() && *name != topic_config::TEST_LOSE_UNFLUSHED_KEY
+    }) {
+        return Err(invalid(topic_config::unknown_name(name)));
+    }
+    let normalized = configs
         .iter()
         .map(|(name, value)| {
             topic_config::validate(name, value)
                 .map(|v| (name.clone(), v))
-                .map_err(|reason| {
-                    ApiError::new(
-                        ResponseError::InvalidConfig,
-                        format!("Invalid value {value} for configuration {name}: {reason}"),
-                    )
-                })
+                .map_err(invalid)
         })
-        .collect()
+        .collect::<Result<BTreeMap<_, _>, _>>()?;
+    topic_config::validate_combination(&effective_config(image, &normalized, broker))
+        .map_err(invalid)?;
+    Ok(normalized)
 }
 
-/// The effective topic config from the topic's overrides, the image's cluster-level configs and
-/// the broker's static defaults.
+/// The effective topic config from the topic's overrides, the image's cluster-wide dynamic
+/// defaults and the broker's static defaults.
 pub fn effective_config(
     image: &ClusterImage,
     topic_configs: &BTreeMap<String, String>,
     config: &BrokerConfig,
 ) -> EffectiveTopicConfig {
-    let mut defaults = config.topic_defaults.clone();
-    for (name, value) in image.cluster_configs() {
-        if crate::topic_config::definition(name).is_some() {
-            defaults.insert(name.clone(), value.clone());
-        }
-    }
-    EffectiveTopicConfig::resolve(topic_configs, &defaults)
+    EffectiveTopicConfig::resolve(
+        topic_configs,
+        &topic_config::cluster_defaults(image.cluster_configs()),
+        &config.topic_defaults,
+    )
 }
 
 fn topic_view(image: &ClusterImage, id: TopicId) -> TopicView {

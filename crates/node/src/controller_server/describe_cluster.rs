@@ -1,5 +1,6 @@
-//! DescribeCluster (60, v0–1) on the controller listener: `EndpointType` 1 (BROKERS, the v0
-//! default) lists the registered, unfenced brokers at their first listener; 2 (CONTROLLERS,
+//! DescribeCluster (60, v0–2) on the controller listener: `EndpointType` 1 (BROKERS, the v0
+//! default) lists the registered, unfenced brokers at their first listener (v2
+//! `IncludeFencedBrokers`: the fenced ones too, KIP-1073); 2 (CONTROLLERS,
 //! KIP-919) lists every voter of `controller.quorum.voters`. Other types are
 //! `UNSUPPORTED_ENDPOINT_TYPE`. `ControllerId` is the Raft leader as this controller knows it
 //! (-1 when none). Any controller answers, from its applied image.

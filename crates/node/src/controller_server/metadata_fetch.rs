@@ -1,4 +1,6 @@
-//! Fetch (1, v4–16) of `__cluster_metadata` partition 0: how brokers follow the metadata log.
+//! Fetch (1, v4–18) of `__cluster_metadata` partition 0: how brokers follow the metadata log.
+//! v17's `ReplicaDirectoryId` and v18's `HighWatermark` are KRaft voters' fields (KIP-853,
+//! KIP-1166): accepted and not used.
 //!
 //! The partition is named `__cluster_metadata` (v4–12) or has KRaft's fixed topic id
 //! `AAAAAAAAAAAAAAAAAAAAAQ` (v13+). The answer holds the raw metadata batches from

@@ -30,6 +30,7 @@ pub async fn handle(
 ) -> CreateTopicsResponse {
     // Keel's config checks first; a topic that fails them is answered here, not forwarded.
     let mut refused = BTreeMap::new();
+    let image = broker.image();
     for topic in &request.topics {
         let mut configs = BTreeMap::new();
         for config in &topic.configs {
@@ -37,7 +38,7 @@ pub async fn handle(
                 configs.insert(config.name.to_string(), value.to_string());
             }
         }
-        if let Err(e) = validate_topic_configs(&configs) {
+        if let Err(e) = validate_topic_configs(&configs, &image, &broker.config) {
             refused.insert(topic.name.to_string(), e);
         }
     }

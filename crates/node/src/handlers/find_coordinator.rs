@@ -11,7 +11,12 @@
 //! group authorization ones with the broker's `error_message`; librdkafka's
 //! `rd_kafka_txn_handle_FindCoordinator` raises a fatal error only for the two authorization
 //! codes and retries every other one, `INVALID_REQUEST` included, until `init_transactions`
-//! times out; franz-go fails every non-retriable code). Share coordinators: `INVALID_REQUEST`.
+//! times out; franz-go fails every non-retriable code). Share coordinators (key type 2, asked
+//! for by brokers of share groups, KIP-932) as Kafka 4.4 without one (`KafkaApisTest`
+//! `testFindCoordinatorTooOldForShareStateTopic`, `…NoShareCoordinatorForShareStateTopic`,
+//! `…WithInvalidSharePartitionKey`): before v6 `INVALID_REQUEST`, a key that is not
+//! `groupId:topicId:partition` `INVALID_REQUEST`, otherwise `COORDINATOR_NOT_AVAILABLE`; any
+//! other key type `INVALID_REQUEST`.
 //! v0–3 carry one key; v4+ a batch (`CoordinatorKeys`), answered one entry per key.
 
 use keel_wire::kafka_protocol::messages::create_topics_request::{
@@ -32,6 +37,10 @@ use crate::coordinator::{partition_for, OFFSETS_TOPIC};
 /// Key types (`FindCoordinatorRequest.KeyType`).
 const GROUP_KEY: i8 = 0;
 const TRANSACTION_KEY: i8 = 1;
+const SHARE_KEY: i8 = 2;
+
+/// The first version that may ask for a share coordinator (KIP-932).
+const SHARE_KEY_MIN_VERSION: i16 = 6;
 
 /// What a transactional producer is told (FindCoordinator and InitProducerId).
 pub const TRANSACTIONS_NOT_SUPPORTED: &str = "transactions are not supported by Keel yet \
@@ -66,6 +75,8 @@ pub async fn handle(
                 ResponseError::ClusterAuthorizationFailed,
                 TRANSACTIONS_NOT_SUPPORTED.to_string(),
             ))
+        } else if request.key_type == SHARE_KEY {
+            Err(share_coordinator(&key, version))
         } else {
             Err((
                 ResponseError::InvalidRequest,
@@ -104,6 +115,37 @@ pub async fn handle(
 }
 
 type Found = Result<(i32, String, u16), (ResponseError, String)>;
+
+/// A share coordinator lookup: Keel has none (see the module docs).
+fn share_coordinator(key: &str, version: i16) -> (ResponseError, String) {
+    if version < SHARE_KEY_MIN_VERSION {
+        return (
+            ResponseError::InvalidRequest,
+            format!("share coordinators need FindCoordinator v{SHARE_KEY_MIN_VERSION}"),
+        );
+    }
+    if !is_share_partition_key(key) {
+        return (
+            ResponseError::InvalidRequest,
+            format!("invalid share coordinator key {key:?}: expected groupId:topicId:partition"),
+        );
+    }
+    (
+        ResponseError::CoordinatorNotAvailable,
+        "Keel has no share coordinator: share groups (KIP-932) are not supported".to_string(),
+    )
+}
+
+/// Kafka's `SharePartitionKey.getInstance(String)` format: three `:`-separated parts, a
+/// non-empty group id, a topic id in Kafka's base64 form and a partition index.
+fn is_share_partition_key(key: &str) -> bool {
+    let parts: Vec<&str> = key.split(':').collect();
+    matches!(parts.as_slice(), [group, topic, partition]
+        if !group.is_empty()
+            && topic.len() == 22
+            && keel_log::decode_kafka_uuid(topic).is_some_and(|id| !id.is_nil())
+            && partition.parse::<i32>().is_ok_and(|p| p >= 0))
+}
 
 async fn find_group_coordinator(broker: &Broker, group: &str, listener: &str) -> Found {
     if broker.topic(OFFSETS_TOPIC).is_none() {

@@ -314,7 +314,16 @@ pub fn list(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
 
 /// DescribeGroups. A group that does not exist is described as `Dead` with no members (Kafka's
 /// answer), not as an error.
-pub fn describe(broker: &Broker, req: DescribeGroupsRequest) -> DescribeGroupsResponse {
+/// The first DescribeGroups version that answers an unknown group `GROUP_ID_NOT_FOUND`
+/// (KIP-1043; Kafka's `GroupMetadataManager.describeGroups`); before it an unknown group is
+/// described as Dead with no error.
+const DESCRIBE_GROUP_NOT_FOUND_MIN_VERSION: i16 = 6;
+
+pub fn describe(
+    broker: &Broker,
+    req: DescribeGroupsRequest,
+    version: i16,
+) -> DescribeGroupsResponse {
     let groups = req
         .groups
         .iter()
@@ -331,8 +340,15 @@ pub fn describe(broker: &Broker, req: DescribeGroupsRequest) -> DescribeGroupsRe
                 })
             });
             let base = DescribedGroup::default().with_group_id(GroupId(str_bytes(id.clone())));
+            // A Dead group is one Kafka no longer holds: described as not found (v6+).
+            let described = described
+                .map(|(x, group)| (x, group.filter(|(state, ..)| *state != GroupState::Dead)));
             match described {
                 Err(e) => base.with_error_code(e.code()),
+                Ok((_, None)) if version >= DESCRIBE_GROUP_NOT_FOUND_MIN_VERSION => base
+                    .with_group_state(str_bytes(GroupState::Dead.name()))
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(format!("Group {id} not found.")))),
                 Ok((_, None)) => base
                     .with_group_state(str_bytes(GroupState::Dead.name()))
                     .with_error_code(0),

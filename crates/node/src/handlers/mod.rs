@@ -9,12 +9,14 @@ mod create_topics;
 mod delete_topics;
 mod describe_cluster;
 mod describe_log_dirs;
+mod describe_producers;
 pub mod describe_topic_partitions;
 mod elect_leaders;
 mod fetch;
 mod find_coordinator;
 mod groups;
 mod init_producer_id;
+mod list_config_resources;
 mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
@@ -81,7 +83,9 @@ pub async fn dispatch(
             encode(&configs::incremental_alter(broker, r).await)?
         }
         Request::ElectLeaders(r) => encode(&elect_leaders::handle(broker, r, version).await)?,
-        Request::DescribeCluster(r) => encode(&describe_cluster::handle(broker, r, listener))?,
+        Request::DescribeCluster(r) => {
+            encode(&describe_cluster::handle(broker, r, version, listener))?
+        }
         Request::DescribeTopicPartitions(r) => {
             encode(&describe_topic_partitions::handle(broker, r))?
         }
@@ -104,11 +108,15 @@ pub async fn dispatch(
         Request::Heartbeat(r) => encode(&groups::heartbeat(broker, r))?,
         Request::LeaveGroup(r) => encode(&groups::leave(broker, r, version).await)?,
         Request::ListGroups(r) => encode(&groups::list(broker, r))?,
-        Request::DescribeGroups(r) => encode(&groups::describe(broker, r))?,
+        Request::DescribeGroups(r) => encode(&groups::describe(broker, r, version))?,
         Request::DeleteGroups(r) => encode(&groups::delete(broker, r).await)?,
         Request::OffsetCommit(r) => encode(&offsets::commit(broker, r, version).await)?,
         Request::OffsetFetch(r) => encode(&offsets::fetch(broker, r, version))?,
         Request::OffsetDelete(r) => encode(&offsets::delete(broker, r).await)?,
+        Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, r))?,
+        Request::ListConfigResources(r) => {
+            encode(&list_config_resources::handle(broker, r, version))?
+        }
     };
     Ok(Reply::Send(bytes))
 }

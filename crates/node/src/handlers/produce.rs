@@ -9,18 +9,33 @@
 //!   ISR shrank below min ISR meanwhile.
 //! - acks=1 and acks=0 are answered once appended; the data stays invisible to consumers until
 //!   the high watermark covers it (KIP-966).
+//! - v13 names topics by id (KIP-516): an id this broker does not know is `UNKNOWN_TOPIC_ID`
+//!   for each of its partitions (Kafka's `KafkaApis.handleProduceRequest`: only when the
+//!   request named the topic by id); the answer names the topic by the same id.
 //! - Idempotent producers: the log checks each batch's producer id, epoch and sequence
 //!   (`keel_log::producer_state`). A retried batch the log already holds is answered with the
 //!   offsets it got the first time (for acks=all once the high watermark passes it);
 //!   `OUT_OF_ORDER_SEQUENCE_NUMBER` and `INVALID_PRODUCER_EPOCH` refuse the others; transactional
 //!   batches are `INVALID_RECORD` (no transaction coordinator).
+//! - Before the append, the batch is checked as Kafka's `LogValidator` checks a client's
+//!   ([`keel_log::validate`]): a batch over `max.message.bytes` is `MESSAGE_TOO_LARGE` whole;
+//!   keyless records on a compacted topic (`INVALID_RECORD`) and timestamps outside
+//!   `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms` (`INVALID_TIMESTAMP`)
+//!   refuse the batch with KIP-467's `record_errors` naming each bad record and an
+//!   `error_message` (v8+), and the log start offset, as Kafka's `ReplicaManager` answers a
+//!   `RecordValidationException`; clients then fail only those records. A batch in another codec
+//!   than the topic's `compression.type` is rebuilt in it. Checks that decompress records run
+//!   off the async tasks ([`crate::blocking::run_blocking`]).
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use keel_log::validate::{self, RecordErrors, Refused};
 use keel_log::LogError;
 use keel_replication::{Acks, ErrorCode};
 use keel_wire::kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
 use keel_wire::kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use keel_wire::ResponseError;
@@ -28,9 +43,12 @@ use tokio::sync::oneshot;
 use tracing::warn;
 
 use super::str_bytes;
-use crate::broker::{AppendError, Broker};
+use crate::broker::{AppendError, Broker, KafkaCodecs};
 use crate::error::{from_log_error, ApiError};
-use crate::partition::{AppendResult, PartitionError};
+use crate::partition::{AppendResult, Partition, PartitionError};
+
+/// The first Produce version that names topics by id.
+const TOPIC_ID_MIN_VERSION: i16 = 13;
 
 /// The acks values Kafka accepts.
 const ACKS_VALID: [i16; 3] = [-1, 0, 1];
@@ -51,8 +69,24 @@ pub enum ProduceOutcome {
 
 /// One partition's outcome so far.
 enum Pending {
-    Done(Result<AppendResult, ApiError>),
+    Done(Result<AppendResult, Failure>),
     Waiting(AppendResult, oneshot::Receiver<Result<(), ErrorCode>>),
+}
+
+/// A partition's refusal: the error, and for a batch refused because of some of its records
+/// (KIP-467) those records and the log start offset (Kafka answers it with them).
+struct Failure {
+    error: ApiError,
+    records: Option<(RecordErrors, i64)>,
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Failure {
+        Failure {
+            error,
+            records: None,
+        }
+    }
 }
 
 /// Answers Produce; leaders named in NOT_LEADER answers are at their endpoints of `listener`,
@@ -78,7 +112,7 @@ pub async fn handle(
     let mut topics = Vec::new();
     for topic in request.topic_data {
         // v13+ names topics by id.
-        let name = if version >= 13 {
+        let name = if version >= TOPIC_ID_MIN_VERSION {
             broker.topic_name(topic.topic_id)
         } else {
             Some(topic.name.to_string())
@@ -89,19 +123,33 @@ pub async fn handle(
                 None => Pending::Done(Err(ApiError::new(
                     ResponseError::InvalidRequiredAcks,
                     format!("acks must be -1, 0 or 1, got {}", request.acks),
-                ))),
-                Some(acks) => append(
-                    broker,
-                    name.as_deref(),
-                    data.index,
-                    data.records.as_deref(),
-                    acks,
-                    timeout_ms,
-                ),
+                )
+                .into())),
+                Some(_) if name.is_none() && version >= TOPIC_ID_MIN_VERSION => {
+                    Pending::Done(Err(ApiError::new(
+                        ResponseError::UnknownTopicId,
+                        format!(
+                            "no topic has id {}",
+                            keel_log::encode_kafka_uuid(topic.topic_id)
+                        ),
+                    )
+                    .into()))
+                }
+                Some(acks) => {
+                    append(
+                        broker,
+                        name.as_deref(),
+                        data.index,
+                        data.records.clone(),
+                        acks,
+                        timeout_ms,
+                    )
+                    .await
+                }
             };
             any_appended |= !matches!(pending, Pending::Done(Err(_)));
             if let (Pending::Done(Err(e)), None) = (&pending, &first_error) {
-                first_error = Some(format!("partition {}: {e}", data.index));
+                first_error = Some(format!("partition {}: {}", data.index, e.error));
             }
             partitions.push((data.index, pending));
         }
@@ -125,9 +173,9 @@ pub async fn handle(
                 Pending::Done(result) => result,
                 Pending::Waiting(appended, waiter) => match waiter.await {
                     Ok(Ok(())) => Ok(appended),
-                    Ok(Err(code)) => Err(ApiError::bare(response_error(code))),
+                    Ok(Err(code)) => Err(ApiError::bare(response_error(code)).into()),
                     // The partition went away while waiting.
-                    Err(_) => Err(ApiError::bare(ResponseError::NotLeaderOrFollower)),
+                    Err(_) => Err(ApiError::bare(ResponseError::NotLeaderOrFollower).into()),
                 },
             };
             let mut response = partition_response(index, result);
@@ -186,11 +234,11 @@ fn response_error(code: ErrorCode) -> ResponseError {
     ResponseError::try_from_code(code.code()).unwrap_or(ResponseError::UnknownServerError)
 }
 
-fn append(
-    broker: &Broker,
+async fn append(
+    broker: &Arc<Broker>,
     topic: Option<&str>,
     index: i32,
-    records: Option<&[u8]>,
+    records: Option<Bytes>,
     acks: Acks,
     timeout_ms: u64,
 ) -> Pending {
@@ -204,27 +252,34 @@ fn append(
         } else {
             ResponseError::UnknownTopicOrPartition
         };
-        return Pending::Done(Err(ApiError::bare(error)));
+        return Pending::Done(Err(ApiError::bare(error).into()));
     };
     if topic == Some(crate::coordinator::OFFSETS_TOPIC) {
         // Kafka: clients may not write the internal topic; only the coordinator does.
         return Pending::Done(Err(ApiError::new(
             ResponseError::InvalidTopicException,
             "__consumer_offsets is internal: only the group coordinator writes it",
-        )));
+        )
+        .into()));
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Pending::Done(Err(ApiError::new(
             ResponseError::InvalidRecord,
             "produce request has no record batches",
-        )));
+        )
+        .into()));
     };
-    if partition.config().is_compacted() {
-        if let Some(reason) = keel_log::find_keyless_record(records, &crate::broker::KafkaCodecs) {
-            return Pending::Done(Err(ApiError::new(ResponseError::InvalidRecord, reason)));
+    // A replica that does not lead answers NOT_LEADER_OR_FOLLOWER (from the append) before any
+    // record is looked at, as Kafka's ReplicaManager finds the leader log first.
+    let records = if partition.is_leader() {
+        match check_batch(broker, &partition, records).await {
+            Ok(records) => records,
+            Err(failure) => return Pending::Done(Err(failure)),
         }
-    }
-    match broker.append_as_leader(&partition, records, acks, timeout_ms) {
+    } else {
+        records
+    };
+    match broker.append_as_leader(&partition, &records, acks, timeout_ms) {
         Ok((appended, Some(waiter))) => Pending::Waiting(appended, waiter),
         Ok((appended, None)) => Pending::Done(Ok(appended)),
         Err(e) => Pending::Done(Err(match e {
@@ -243,8 +298,57 @@ fn append(
                 warn!(partition = %partition.tp, %reason, "append failed");
                 ApiError::new(ResponseError::UnknownServerError, reason)
             }
-        })),
+        }
+        .into())),
     }
+}
+
+/// The batch checked against the topic's rules and converted to its codec
+/// ([`keel_log::validate`]); work that decompresses runs on the blocking pool.
+async fn check_batch(
+    broker: &Broker,
+    partition: &Partition,
+    records: Bytes,
+) -> Result<Bytes, Failure> {
+    let rules = partition.config().producer_batch_rules();
+    let tp = partition.tp.clone();
+    let now_ms = broker.clock.now_ms();
+    let heavy = validate::reads_records(&records, &rules);
+    let check = move || match validate::validate_producer_batches(
+        &records,
+        &rules,
+        &tp,
+        now_ms,
+        &KafkaCodecs,
+    ) {
+        Ok(checked) if checked.recompressed => Ok(Bytes::from(checked.bytes.into_owned())),
+        Ok(_) => Ok(records.clone()),
+        Err(refused) => Err(refused),
+    };
+    let outcome = if heavy {
+        crate::blocking::run_blocking(check).await.map_err(|e| {
+            Failure::from(ApiError::new(
+                ResponseError::UnknownServerError,
+                format!("checking the batch failed: {e}"),
+            ))
+        })?
+    } else {
+        check()
+    };
+    outcome.map_err(|refused| match refused {
+        Refused::Batch(e) => log_error(&partition.tp, e).into(),
+        Refused::Records(errors) => {
+            let error = ResponseError::try_from_code(errors.kind.code())
+                .unwrap_or(ResponseError::InvalidRecord);
+            let log_start_offset = partition
+                .lock_log()
+                .map_or(-1, |log| log.log_start_offset().0);
+            Failure {
+                error: ApiError::new(error, errors.summary()),
+                records: Some((errors, log_start_offset)),
+            }
+        }
+    })
 }
 
 fn log_error(tp: &keel_log::TopicPartition, e: LogError) -> ApiError {
@@ -261,7 +365,7 @@ fn log_error(tp: &keel_log::TopicPartition, e: LogError) -> ApiError {
 
 fn partition_response(
     index: i32,
-    result: Result<AppendResult, ApiError>,
+    result: Result<AppendResult, Failure>,
 ) -> PartitionProduceResponse {
     let response = PartitionProduceResponse::default().with_index(index);
     match result {
@@ -270,11 +374,29 @@ fn partition_response(
             .with_base_offset(appended.base_offset.0)
             .with_log_append_time_ms(appended.log_append_time_ms.unwrap_or(-1))
             .with_log_start_offset(appended.log_start_offset.0),
-        Err(e) => response
-            .with_error_code(e.code())
-            .with_error_message(e.message_str())
-            .with_base_offset(-1)
-            .with_log_append_time_ms(-1)
-            .with_log_start_offset(-1),
+        Err(Failure { error, records }) => {
+            let (record_errors, log_start_offset) = match records {
+                Some((errors, log_start_offset)) => (
+                    errors
+                        .errors
+                        .into_iter()
+                        .map(|e| {
+                            BatchIndexAndErrorMessage::default()
+                                .with_batch_index(e.batch_index)
+                                .with_batch_index_error_message(Some(str_bytes(e.message)))
+                        })
+                        .collect(),
+                    log_start_offset,
+                ),
+                None => (Vec::new(), -1),
+            };
+            response
+                .with_error_code(error.code())
+                .with_error_message(error.message_str())
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(log_start_offset)
+                .with_record_errors(record_errors)
+        }
     }
 }

@@ -20,11 +20,12 @@ use keel_wire::kafka_protocol::messages::{
     AlterConfigsResponse, CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse,
     DeleteAclsResponse, DeleteGroupsResponse, DeleteTopicsResponse, DescribeAclsResponse,
     DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, DescribeTopicPartitionsResponse, ElectLeadersResponse, FetchResponse,
-    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
-    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListGroupsResponse,
-    ListOffsetsResponse, MetadataResponse, OffsetCommitResponse, OffsetDeleteResponse,
-    OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse, SyncGroupResponse,
+    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
+    ElectLeadersResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
+    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
+    ListConfigResourcesResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
+    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
+    ProduceResponse, SyncGroupResponse,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
@@ -114,6 +115,7 @@ top_level! {
     ListGroupsResponse => |_r| None;
     DescribeClusterResponse => |r| r.error_message.as_ref();
     DescribeAclsResponse => |r| r.error_message.as_ref();
+    ListConfigResourcesResponse => |_r| None;
 }
 
 impl Refusal for MetadataResponse {
@@ -136,7 +138,12 @@ impl Refusal for ProduceResponse {
         for t in &self.responses {
             for p in &t.partition_responses {
                 first.see(p.error_code, p.error_message.as_ref(), || {
-                    tp(&t.name.0, p.index)
+                    // v13+ names the topic by id only.
+                    if t.name.0.is_empty() {
+                        tp(keel_log::encode_kafka_uuid(t.topic_id), p.index)
+                    } else {
+                        tp(&t.name.0, p.index)
+                    }
                 });
             }
         }
@@ -163,6 +170,20 @@ impl Refusal for ListOffsetsResponse {
         for t in &self.topics {
             for p in &t.partitions {
                 first.see(p.error_code, None, || tp(&t.name.0, p.partition_index));
+            }
+        }
+        first.0
+    }
+}
+
+impl Refusal for DescribeProducersResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for t in &self.topics {
+            for p in &t.partitions {
+                first.see(p.error_code, p.error_message.as_ref(), || {
+                    tp(&t.name.0, p.partition_index)
+                });
             }
         }
         first.0
@@ -319,7 +340,9 @@ impl Refusal for DescribeGroupsResponse {
     fn refusal(&self) -> Option<Refused> {
         let mut first = First::default();
         for g in &self.groups {
-            first.see(g.error_code, None, || g.group_id.0.to_string());
+            first.see(g.error_code, g.error_message.as_ref(), || {
+                g.group_id.0.to_string()
+            });
         }
         first.0
     }

@@ -1,18 +1,17 @@
-//! DescribeConfigs (32), AlterConfigs (33) and IncrementalAlterConfigs (44) for topics, and
-//! DescribeConfigs for this broker's static configuration.
+//! DescribeConfigs (32, [`describe`]), AlterConfigs (33) and IncrementalAlterConfigs (44) for
+//! topics and the cluster-wide dynamic default (a BROKER resource with an empty name).
+
+mod describe;
+
+pub use describe::describe;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use keel_wire::kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
-};
 use keel_wire::kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest,
-    AlterConfigsResponse, DescribeConfigsRequest, DescribeConfigsResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    AlterConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
-use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
 
 use super::str_bytes;
@@ -23,19 +22,11 @@ use keel_wire::kafka_protocol::messages::ApiKey;
 
 use crate::broker::{Broker, TopicView};
 use crate::error::ApiError;
-use crate::topic_config::{self, Kind, Source};
+use crate::topic_config;
 
 /// Kafka's `ConfigResource.Type` codes.
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
-
-/// Kafka's `ConfigEntry.ConfigType` codes.
-const TYPE_BOOLEAN: i8 = 1;
-const TYPE_STRING: i8 = 2;
-const TYPE_INT: i8 = 3;
-const TYPE_LONG: i8 = 5;
-const TYPE_DOUBLE: i8 = 6;
-const TYPE_LIST: i8 = 7;
 
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
@@ -47,163 +38,11 @@ const OP_SUBTRACT: i8 = 3;
 const METADATA_WAIT_MS: u64 = 5_000;
 
 /// Config names whose values are comma-separated lists (APPEND / SUBTRACT apply).
-const LIST_CONFIGS: &[&str] = &["cleanup.policy"];
-
-pub fn describe(
-    broker: &Arc<Broker>,
-    request: DescribeConfigsRequest,
-    version: i16,
-) -> DescribeConfigsResponse {
-    let results = request
-        .resources
-        .iter()
-        .cloned()
-        .map(|resource| {
-            let result = DescribeConfigsResult::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            let keys: Option<Vec<String>> = resource
-                .configuration_keys
-                .map(|k| k.iter().map(|s| s.to_string()).collect());
-            let wanted = |name: &str| keys.as_ref().is_none_or(|k| k.iter().any(|w| w == name));
-            let configs = match resource.resource_type {
-                RESOURCE_TOPIC => {
-                    describe_topic(broker, &resource.resource_name, &wanted, &request, version)
-                }
-                RESOURCE_BROKER => describe_broker(broker, &resource.resource_name, &wanted),
-                other => Err(ApiError::new(
-                    ResponseError::InvalidRequest,
-                    format!("unsupported config resource type {other}"),
-                )),
-            };
-            match configs {
-                Ok(configs) => result.with_error_code(0).with_configs(configs),
-                Err(e) => result
-                    .with_error_code(e.code())
-                    .with_error_message(e.message_str()),
-            }
-        })
-        .collect();
-    DescribeConfigsResponse::default().with_results(results)
-}
-
-fn config_type(kind: Kind) -> i8 {
-    match kind {
-        Kind::Long { .. } => TYPE_LONG,
-        Kind::Int { .. } => TYPE_INT,
-        Kind::Boolean => TYPE_BOOLEAN,
-        Kind::OneOf(_) => TYPE_STRING,
-        Kind::Ratio => TYPE_DOUBLE,
-        Kind::CleanupPolicy => TYPE_LIST,
-    }
-}
-
-fn describe_topic(
-    broker: &Broker,
-    name: &StrBytes,
-    wanted: &dyn Fn(&str) -> bool,
-    request: &DescribeConfigsRequest,
-    version: i16,
-) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let topic = broker.topic(name).ok_or_else(|| {
-        ApiError::new(
-            ResponseError::UnknownTopicOrPartition,
-            format!("Topic '{}' does not exist.", name.as_str()),
-        )
-    })?;
-    let effective = broker.topic_config(&topic);
-    Ok(effective
-        .entries()
-        .filter(|(config_name, _, _)| wanted(config_name))
-        .map(|(config_name, value, source)| {
-            let def = topic_config::definition(config_name).expect("entries come from definitions");
-            let mut synonyms = Vec::new();
-            if request.include_synonyms {
-                if let Some(v) = topic.configs.get(config_name) {
-                    synonyms.push(synonym(config_name, v, Source::Topic));
-                }
-                for (broker_key, _) in def.broker_synonyms {
-                    if let Some(v) = broker.config.raw.get(*broker_key) {
-                        synonyms.push(synonym(broker_key, v, Source::StaticBroker));
-                    }
-                }
-                if let Some(default) = def.default {
-                    let key = def.broker_synonyms.first().map_or(config_name, |(k, _)| *k);
-                    synonyms.push(synonym(key, default, Source::Default));
-                }
-            }
-            let entry = DescribeConfigsResourceResult::default()
-                .with_name(str_bytes(config_name))
-                .with_value(Some(str_bytes(value)))
-                .with_read_only(false)
-                .with_config_source(source.code())
-                .with_is_sensitive(false)
-                .with_synonyms(synonyms);
-            if version >= 3 {
-                entry
-                    .with_config_type(config_type(def.kind))
-                    .with_documentation(request.include_documentation.then(|| str_bytes(def.doc)))
-            } else {
-                entry
-            }
-        })
-        .collect())
-}
-
-fn synonym(name: &str, value: &str, source: Source) -> DescribeConfigsSynonym {
-    DescribeConfigsSynonym::default()
-        .with_name(str_bytes(name))
-        .with_value(Some(str_bytes(value)))
-        .with_source(source.code())
-}
-
-fn describe_broker(
-    broker: &Broker,
-    name: &StrBytes,
-    wanted: &dyn Fn(&str) -> bool,
-) -> Result<Vec<DescribeConfigsResourceResult>, ApiError> {
-    let node = broker.config.node_id.to_string();
-    if !name.is_empty() && name.as_str() != node {
-        return Err(ApiError::new(
-            ResponseError::InvalidRequest,
-            format!("this is broker {node}, not {}", name.as_str()),
-        ));
-    }
-    let mut entries: BTreeMap<String, String> = broker.config.raw.clone();
-    entries.insert("node.id".into(), node);
-    entries.insert("broker.id".into(), broker.config.node_id.to_string());
-    for (topic_key, value) in &broker.config.topic_defaults {
-        if let Some(def) = topic_config::definition(topic_key) {
-            if let Some((broker_key, _)) = def.broker_synonyms.first() {
-                entries
-                    .entry(broker_key.to_string())
-                    .or_insert_with(|| value.clone());
-            }
-        }
-    }
-    Ok(entries
-        .into_iter()
-        .filter(|(k, _)| wanted(k))
-        .map(|(k, v)| {
-            let sensitive = is_sensitive(&k);
-            DescribeConfigsResourceResult::default()
-                .with_value((!sensitive).then(|| str_bytes(v)))
-                .with_name(str_bytes(k))
-                .with_read_only(true)
-                .with_config_source(Source::StaticBroker.code())
-                .with_is_sensitive(sensitive)
-                .with_config_type(TYPE_STRING)
-        })
-        .collect())
-}
-
-/// Whether a broker property holds a secret (passwords, keys, JAAS configs): its value is
-/// never sent to clients, as Kafka does for PASSWORD-type configs.
-fn is_sensitive(key: &str) -> bool {
-    ["password", "secret", "jaas", ".key", "credentials"]
-        .iter()
-        .any(|marker| key.contains(marker))
-}
+const LIST_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+];
 
 fn dynamic_broker_refused() -> ApiError {
     ApiError::new(
@@ -301,7 +140,7 @@ async fn set_topic_configs(
     new: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), ApiError> {
-    let new = crate::broker::validate_topic_configs(&new)?;
+    let new = crate::broker::validate_topic_configs(&new, &broker.image(), &broker.config)?;
     let mut ops: Vec<AlterableConfig> = new
         .iter()
         .filter(|(k, v)| topic.configs.get(*k) != Some(*v))
@@ -348,19 +187,12 @@ async fn forward_cluster_configs(
     resource: AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), ApiError> {
+    // A topic default, by broker synonym or by topic config name, is checked as its topic
+    // config (Kafka's DynamicLogConfig validates it as the LogConfig it sets).
     for config in &resource.configs {
         if let Some(value) = &config.value {
-            if topic_config::definition(&config.name).is_some() {
-                topic_config::validate(&config.name, value).map_err(|reason| {
-                    ApiError::new(
-                        ResponseError::InvalidConfig,
-                        format!(
-                            "Invalid value {value} for configuration {}: {reason}",
-                            config.name.as_str()
-                        ),
-                    )
-                })?;
-            }
+            topic_config::validate_cluster_default(&config.name, value)
+                .map_err(|message| ApiError::new(ResponseError::InvalidConfig, message))?;
         }
     }
     forward_resource(broker, resource.clone(), validate_only).await?;
@@ -426,7 +258,7 @@ fn apply_ops(
         {
             return Err(ApiError::new(
                 ResponseError::InvalidConfig,
-                format!("Unknown topic config name: {name}"),
+                topic_config::unknown_name(name),
             ));
         }
         let is_list = LIST_CONFIGS.contains(&name.as_str());
