@@ -6,15 +6,20 @@
 //! version both sides serve within the range they can build.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use bytes::BytesMut;
 use keel_wire::client::{decode_response, encode_request, ResponseDecodeError};
 use keel_wire::frame::{self, FrameError};
-use keel_wire::kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use keel_wire::kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, SaslAuthenticateRequest,
+    SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::net::{BoxStream, Network};
+use crate::security::sasl::ClientMechanism;
 
 /// Largest response this client accepts (a fetch can be large).
 pub const CLIENT_RESPONSE_MAX_BYTES: usize = 256 * 1024 * 1024;
@@ -36,6 +41,8 @@ pub enum ClientError {
     NoCommonVersion { api_key: ApiKey, min: i16, max: i16 },
     #[error("ApiVersions failed with error code {0}")]
     ApiVersions(i16),
+    #[error("SASL authentication failed: {0}")]
+    Authentication(String),
 }
 
 /// Kafka's `socket.connection.setup.timeout.ms` default: how long connecting and negotiating
@@ -51,6 +58,9 @@ pub struct Connection<S> {
     client_id: String,
     /// The peer's served ranges, once negotiated.
     versions: BTreeMap<i16, (i16, i16)>,
+    /// The SASL mechanism this connection authenticated with, and when to re-authenticate
+    /// (KIP-368: before the session the server granted ends).
+    sasl: Option<(Arc<dyn ClientMechanism>, Option<tokio::time::Instant>)>,
 }
 
 impl Connection<BoxStream> {
@@ -66,6 +76,9 @@ impl Connection<BoxStream> {
             let stream = network.connect(addr).await?;
             let mut connection = Connection::new(stream, client_id);
             connection.negotiate().await?;
+            if let Some(mechanism) = network.sasl() {
+                connection.authenticate(mechanism).await?;
+            }
             Ok(connection)
         };
         match tokio::time::timeout(CONNECTION_SETUP_TIMEOUT, setup).await {
@@ -86,7 +99,70 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
             next_correlation_id: 0,
             client_id: client_id.to_string(),
             versions: BTreeMap::new(),
+            sasl: None,
         }
+    }
+
+    /// Authenticates with `mechanism` (SaslHandshake v1, then SaslAuthenticate until the
+    /// exchange completes) and remembers when to re-authenticate: at 85% of the session
+    /// lifetime the server grants (Kafka's clients pick between 85% and 95%).
+    pub async fn authenticate(
+        &mut self,
+        mechanism: Arc<dyn ClientMechanism>,
+    ) -> Result<(), ClientError> {
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(mechanism.name()));
+        let answer: SaslHandshakeResponse = self
+            .send_version(ApiKey::SaslHandshake, 1, &handshake)
+            .await?;
+        if answer.error_code != 0 {
+            let enabled: Vec<String> = answer.mechanisms.iter().map(ToString::to_string).collect();
+            return Err(ClientError::Authentication(format!(
+                "the server refused mechanism {} (error {}; it enables {})",
+                mechanism.name(),
+                answer.error_code,
+                enabled.join(", ")
+            )));
+        }
+        let version = self.version(ApiKey::SaslAuthenticate, 0, 2)?;
+        let mut exchange = mechanism.start();
+        let mut token = Some(exchange.initial().map_err(ClientError::Authentication)?);
+        let mut lifetime_ms = 0;
+        while let Some(bytes) = token.take() {
+            let request = SaslAuthenticateRequest::default().with_auth_bytes(bytes.into());
+            let answer: SaslAuthenticateResponse = self
+                .send_version(ApiKey::SaslAuthenticate, version, &request)
+                .await?;
+            if answer.error_code != 0 {
+                return Err(ClientError::Authentication(format!(
+                    "{} (error {})",
+                    answer.error_message.as_deref().unwrap_or("no message"),
+                    answer.error_code
+                )));
+            }
+            lifetime_ms = answer.session_lifetime_ms;
+            token = exchange
+                .step(&answer.auth_bytes)
+                .map_err(ClientError::Authentication)?;
+        }
+        let reauth_at = (lifetime_ms > 0).then(|| {
+            tokio::time::Instant::now()
+                + std::time::Duration::from_millis(
+                    u64::try_from(lifetime_ms).unwrap_or(0) * 85 / 100,
+                )
+        });
+        self.sasl = Some((mechanism, reauth_at));
+        Ok(())
+    }
+
+    /// Re-authenticates on this connection if its session is about to end.
+    async fn reauthenticate_if_due(&mut self) -> Result<(), ClientError> {
+        let due = matches!(&self.sasl, Some((_, Some(at))) if tokio::time::Instant::now() >= *at);
+        if due {
+            let (mechanism, _) = self.sasl.take().expect("checked above");
+            self.authenticate(mechanism).await?;
+        }
+        Ok(())
     }
 
     /// Asks the peer which versions it serves (ApiVersions v3, falling back to v0).
@@ -124,8 +200,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         Ok(version)
     }
 
-    /// Sends `request` at `version` and waits for its response.
+    /// Sends `request` at `version` and waits for its response (re-authenticating first when
+    /// the SASL session is about to end).
     pub async fn call_version<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+    ) -> Result<Resp, ClientError> {
+        self.reauthenticate_if_due().await?;
+        self.send_version(api_key, version, request).await
+    }
+
+    async fn send_version<Req: Encodable, Resp: Decodable>(
         &mut self,
         api_key: ApiKey,
         version: i16,
@@ -147,6 +234,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         &mut self,
         build: impl FnOnce(i32) -> bytes::Bytes,
     ) -> Result<(i32, bytes::Bytes), ClientError> {
+        self.reauthenticate_if_due().await?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         self.stream.write_all(&build(correlation_id)).await?;
@@ -174,6 +262,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         version: i16,
         request: &Req,
     ) -> Result<(), ClientError> {
+        self.reauthenticate_if_due().await?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)

@@ -23,9 +23,9 @@ pub enum ConfigError {
     #[error("malformed line {line}: {text:?} (expected key=value)")]
     MalformedLine { line: usize, text: String },
     #[error(
-        "SASL and authorization are not implemented yet (they come with issues 21 and 22; TLS \
-         is served), and Keel does not start with a config that asks for them rather than \
-         serve without them: {}",
+        "authorization is not implemented yet (it comes with issue 22; TLS and SASL are \
+         served), and Keel does not start with a config that asks for it rather than serve \
+         without it: {}",
         .0.join("; ")
     )]
     SecurityNotImplemented(Vec<String>),
@@ -600,7 +600,9 @@ impl BrokerConfig {
             unknown_keys: props
                 .keys()
                 .filter(|k| {
-                    !BROKER_KEYS.contains(&k.as_str()) && !crate::topic_config::is_broker_synonym(k)
+                    !BROKER_KEYS.contains(&k.as_str())
+                        && !crate::topic_config::is_broker_synonym(k)
+                        && !crate::security::is_security_key(k)
                 })
                 .cloned()
                 .collect(),
@@ -759,9 +761,9 @@ pub fn standalone_voter(
 
 // ---- Security Keel does not implement yet ---------------------------------------------------
 //
-// TLS is served (crate::security); SASL comes with the rest of issue 21 and authorization with
-// issue 22: they remove this section (and its call at the top of `BrokerConfig::from_properties`
-// and `ControllerServerConfig::from_properties`).
+// TLS and SASL are served (crate::security); authorization comes with issue 22, which removes
+// this section (and its call at the top of `BrokerConfig::from_properties` and
+// `ControllerServerConfig::from_properties`).
 
 pub use crate::security::{
     INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP, SECURITY_INTER_BROKER_PROTOCOL,
@@ -769,64 +771,20 @@ pub use crate::security::{
 /// `authorizer.class.name` (Kafka's default: empty, no authorizer).
 pub const AUTHORIZER_CLASS_NAME: &str = "authorizer.class.name";
 
-/// Whether `key` configures SASL: `sasl.*` and its per-listener forms
-/// `listener.name.<name>.sasl.*`, `listener.name.<name>.<mechanism>.sasl.*`.
-fn is_sasl_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
-    if key.starts_with("sasl.") {
-        return true;
-    }
-    match key.strip_prefix("listener.name.") {
-        Some(rest) => match rest.split_once('.') {
-            Some((_listener, setting)) => {
-                setting.starts_with("sasl.") || setting.contains(".sasl.")
-            }
-            None => false,
-        },
-        None => false,
-    }
-}
-
-/// Refuses a configuration that asks for security Keel does not implement yet, naming every
-/// key that does: a listener (in `listeners` or `advertised.listeners`) whose security protocol
-/// — its `listener.security.protocol.map` entry, else its name when that is a protocol — is
-/// `SASL_PLAINTEXT` or `SASL_SSL`; `security.inter.broker.protocol` naming one of those; a
-/// non-empty `authorizer.class.name`; any `sasl.*` key (also per listener). Map entries for
-/// listeners that are not configured are allowed (Kafka's stock `server.properties` maps the
-/// SASL protocols without using them). A malformed map is a bad value.
+/// Refuses a configuration that asks for security Keel does not implement yet — a non-empty
+/// `authorizer.class.name` — rather than run without it. A malformed
+/// `listener.security.protocol.map` is a bad value.
 pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result<(), ConfigError> {
-    let protocols = crate::security::ProtocolMap::from_properties(props, &[])?;
-    let mut refused = Vec::new();
-    for key in ["listeners", "advertised.listeners"] {
-        let Some(text) = props.get(key) else { continue };
-        // Entries that do not parse are reported by the listener parser, with their key.
-        for listener in text
-            .split(',')
-            .filter_map(|e| Listener::parse(e.trim()).ok())
-        {
-            if let Some(protocol) = protocols.protocol(&listener.name).filter(|p| p.uses_sasl()) {
-                refused.push(format!("{key}: listener {} uses {protocol}", listener.name));
-            }
-        }
-    }
-    if let Some(protocol) = props
-        .get(SECURITY_INTER_BROKER_PROTOCOL)
-        .and_then(|p| crate::security::SecurityProtocol::parse(p))
-        .filter(|p| p.uses_sasl())
-    {
-        refused.push(format!("{SECURITY_INTER_BROKER_PROTOCOL}={protocol}"));
-    }
-    if let Some(class) = props
+    crate::security::ProtocolMap::from_properties(props, &[])?;
+    match props
         .get(AUTHORIZER_CLASS_NAME)
         .filter(|c| !c.trim().is_empty())
     {
-        refused.push(format!("{AUTHORIZER_CLASS_NAME}={}", class.trim()));
-    }
-    refused.extend(props.keys().filter(|k| is_sasl_key(k)).cloned());
-    if refused.is_empty() {
-        Ok(())
-    } else {
-        Err(ConfigError::SecurityNotImplemented(refused))
+        Some(class) => Err(ConfigError::SecurityNotImplemented(vec![format!(
+            "{AUTHORIZER_CLASS_NAME}={}",
+            class.trim()
+        )])),
+        None => Ok(()),
     }
 }
 
@@ -915,70 +873,39 @@ mod tests {
         }
     }
 
-    // Shows: a config asking for security Keel does not implement yet stops the start, naming
-    // the key — a SASL listener by name or through listener.security.protocol.map, an
-    // authorizer, sasl.* keys and their listener.name.<name>. forms (issue 19, "Refuse what it
-    // does not do"); the refusal also reaches the controller role's parser. TLS is not refused
-    // (issue 21).
+    // Shows: a config asking for security Keel does not implement yet — an authorizer — stops
+    // the start naming the key (issue 19, "Refuse what it does not do"), also in the controller
+    // role's parser; TLS and SASL listeners are not refused (issue 21).
     #[test]
     fn refuses_security_it_does_not_implement() {
-        let err = refusal(&[("listeners", "SASL_SSL://127.0.0.1:9093")]);
-        assert!(err.contains("listener SASL_SSL uses SASL_SSL"), "{err}");
-        assert!(err.contains("issues 21 and 22"), "{err}");
-        let err = refusal(&[
-            ("listeners", "CLIENT://:9092"),
-            ("listener.security.protocol.map", "CLIENT:sasl_ssl"),
-        ]);
-        assert!(err.contains("listener CLIENT uses SASL_SSL"), "{err}");
-        let err = refusal(&[
-            ("listeners", "PLAINTEXT://:9092"),
-            ("advertised.listeners", "SASL_PLAINTEXT://host:9092"),
-        ]);
-        assert!(err.contains("advertised.listeners"), "{err}");
         let err = refusal(&[(
             "authorizer.class.name",
             "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         )]);
         assert!(err.contains("authorizer.class.name="), "{err}");
-        assert!(refusal(&[("security.inter.broker.protocol", "SASL_SSL")]).contains("SASL_SSL"));
-        for key in [
-            "sasl.enabled.mechanisms",
-            "listener.name.sasl_ssl.plain.sasl.jaas.config",
-            "listener.name.client.sasl.enabled.mechanisms",
-        ] {
-            let err = refusal(&[(key, "x")]);
-            assert!(err.contains(key), "{key}: {err}");
-        }
-        // Every offending key is named, in one line.
-        let err = refusal(&[
-            ("sasl.mechanism.inter.broker.protocol", "x"),
-            ("sasl.jaas.config", "y"),
-        ]);
-        assert!(
-            err.contains("sasl.jaas.config; sasl.mechanism.inter.broker.protocol"),
-            "{err}"
-        );
+        assert!(err.contains("issue 22"), "{err}");
         let controller =
             crate::controller_server::ControllerServerConfig::from_properties(&props(&[
                 ("node.id", "1"),
                 ("process.roles", "controller"),
                 ("listeners", "CONTROLLER://:9093"),
-                (
-                    "listener.security.protocol.map",
-                    "CONTROLLER:SASL_PLAINTEXT",
-                ),
+                ("authorizer.class.name", "x"),
                 ("log.dirs", "/a"),
             ]));
         assert!(
             matches!(controller, Err(ConfigError::SecurityNotImplemented(_))),
             "{controller:?}"
         );
-        assert!(BrokerConfig::from_properties(&props(&[
-            ("node.id", "1"),
-            ("listeners", "SSL://127.0.0.1:9093"),
-            ("ssl.keystore.location", "/k.pem"),
-        ]))
-        .is_ok());
+        for listeners in ["SSL://127.0.0.1:9093", "SASL_SSL://127.0.0.1:9093"] {
+            let config = BrokerConfig::from_properties(&props(&[
+                ("node.id", "1"),
+                ("listeners", listeners),
+                ("ssl.keystore.location", "/k.pem"),
+                ("sasl.enabled.mechanisms", "PLAIN"),
+            ]))
+            .unwrap();
+            assert!(config.unknown_keys.is_empty(), "{:?}", config.unknown_keys);
+        }
     }
 
     // Shows: what is not a request for security starts — Kafka's stock map (SSL and SASL entries

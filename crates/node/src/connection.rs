@@ -9,10 +9,12 @@
 //! cut in half). Generic over the stream type so the simulator can drive it with its own sockets.
 //!
 //! Each connection first runs its listener's security ([`ListenerSecurity`]): a TLS handshake on
-//! SSL listeners (a failure closes the connection, is counted in
+//! SSL listeners, then on SASL listeners the SASL exchange ([`SaslGate`]: until it completes
+//! only ApiVersions and the SASL requests are answered, and frames are bounded by
+//! `sasl.server.max.receive.size`). A failure closes the connection, is counted in
 //! `keel_failed_authentication_total` and logged at most once per listener per
-//! [`MALFORMED_LOG_INTERVAL`]). Its requests are then answered with a [`Session`]: the peer, the
-//! listener, and the principal the connection authenticated as.
+//! [`MALFORMED_LOG_INTERVAL`]. Requests are answered with a [`Session`]: the peer, the listener,
+//! and the principal the connection authenticated as.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use tracing::{debug, info, warn};
 
 use crate::metrics::RequestMetrics;
 use crate::net::{BoxStream, Listener};
+use crate::security::sasl::gate::{illegal_state, SaslGate, Verdict};
 use crate::security::{KafkaPrincipal, ListenerSecurity};
 
 /// Initial read buffer per connection.
@@ -172,6 +175,7 @@ pub async fn serve<L: Listener, H: RequestHandler>(
 ) {
     let mut connections = tokio::task::JoinSet::new();
     let malformed = Arc::new(RateLimitedLog::default());
+    // Failed TLS handshakes and SASL exchanges.
     let handshakes = Arc::new(RateLimitedLog::default());
     loop {
         tokio::select! {
@@ -196,12 +200,14 @@ pub async fn serve<L: Listener, H: RequestHandler>(
                             listener: Arc::from(security.name.as_str()),
                             principal,
                         };
+                        let gate = security.sasl.clone().map(SaslGate::new);
                         handle_connection(
                             stream,
                             session,
+                            gate,
                             handler,
                             max_request_bytes,
-                            &malformed,
+                            (&malformed, &handshakes),
                             shutdown,
                         )
                         .await;
@@ -270,15 +276,22 @@ enum Closed {
     Frame(FrameError),
     Requested(String),
     Rejected(String),
+    /// SASL authentication failed, or the client broke its protocol.
+    Authentication {
+        reason: String,
+        mechanism: String,
+    },
 }
 
-/// Serves one connection until the peer closes it, it misbehaves, or the process stops.
+/// Serves one connection until the peer closes it, it misbehaves, or the process stops; on a
+/// SASL listener `gate` authenticates it first.
 async fn handle_connection<S, H>(
     stream: S,
     mut session: Session,
+    mut gate: Option<SaslGate>,
     handler: H,
     max_request_bytes: usize,
-    malformed: &RateLimitedLog,
+    (malformed, auth_failures): (&RateLimitedLog, &RateLimitedLog),
     shutdown: CancellationToken,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -288,7 +301,10 @@ async fn handle_connection<S, H>(
     let mut buffer = BytesMut::with_capacity(READ_BUFFER_BYTES);
     let mut first = true;
     let closed = loop {
-        let frame = match frame::take_frame(&mut buffer, max_request_bytes) {
+        let limit = gate
+            .as_ref()
+            .map_or(max_request_bytes, |g| g.frame_limit(max_request_bytes));
+        let frame = match frame::take_frame(&mut buffer, limit) {
             Ok(Some(frame)) => frame,
             Ok(None) => {
                 buffer.reserve(frame::missing_bytes(&buffer).max(4096));
@@ -317,6 +333,53 @@ async fn handle_connection<S, H>(
         // retry elsewhere or later, and nothing may append after the logs are closed.
         if shutdown.is_cancelled() {
             break Closed::Shutdown;
+        }
+        // SASL: the gate answers the SASL requests, and nothing else before authentication.
+        if let Some(g) = gate.as_mut() {
+            let verdict = g.on_frame(&frame);
+            let passed = matches!(verdict, Verdict::Pass);
+            let (answer, failed) = match verdict {
+                Verdict::Pass => (None, None),
+                Verdict::Answer(bytes) => (Some(bytes), None),
+                Verdict::Authenticated { answer, principal } => {
+                    debug!(peer = %session.peer, listener = %session.listener, %principal, "authenticated");
+                    session.principal = principal;
+                    (Some(answer), None)
+                }
+                Verdict::Fail {
+                    answer,
+                    reason,
+                    mechanism,
+                } => (answer, Some((reason, mechanism))),
+            };
+            if let Some(bytes) = answer {
+                if let Err(e) = writer.write_all(&bytes).await {
+                    break Closed::Io(e);
+                }
+            }
+            if let Some((reason, mechanism)) = failed {
+                let mechanism = mechanism.unwrap_or_else(|| "none".to_string());
+                if let Some(metrics) = handler.request_metrics() {
+                    metrics.count_failed_authentication(&session.listener, &mechanism);
+                }
+                break Closed::Authentication { reason, mechanism };
+            }
+            if !passed {
+                continue;
+            }
+        } else if keel_wire::request::is_sasl(&frame) {
+            match illegal_state(
+                &frame,
+                "SaslAuthenticate request received after successful authentication",
+            ) {
+                Some(bytes) => {
+                    if let Err(e) = writer.write_all(&bytes).await {
+                        break Closed::Io(e);
+                    }
+                    continue;
+                }
+                None => break Closed::Rejected("undecodable SASL request".into()),
+            }
         }
         // Latency is from the whole frame's arrival to the answer being ready (Kafka's
         // TotalTimeMs less the response send); tokio's clock, so a simulation measures its own
@@ -359,6 +422,11 @@ async fn handle_connection<S, H>(
             }
         }
         Closed::Requested(reason) => info!(%peer, %reason, "closing connection"),
+        Closed::Authentication { reason, mechanism } => {
+            if let Some(suppressed) = auth_failures.admit(tokio::time::Instant::now()) {
+                info!(%peer, listener = %session.listener, %mechanism, %reason, suppressed, "authentication failed");
+            }
+        }
         Closed::Rejected(reason) => {
             if let Some(suppressed) = admit_malformed() {
                 warn!(%peer, %reason, suppressed, "closing connection");

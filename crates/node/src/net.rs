@@ -38,6 +38,12 @@ pub trait Network: Send + Sync + Debug + 'static {
         host: &'a str,
         port: u16,
     ) -> BoxFuture<'a, io::Result<(BoxListener, u16)>>;
+
+    /// The SASL mechanism a Kafka connection over this network authenticates with once
+    /// connected (see `crate::security::SecureNetwork`); none by default.
+    fn sasl(&self) -> Option<Arc<dyn crate::security::sasl::ClientMechanism>> {
+        None
+    }
 }
 
 /// Accepts incoming connections.

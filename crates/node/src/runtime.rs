@@ -428,9 +428,13 @@ async fn run_broker(
     let mut bound = Vec::new();
     for listener_config in &config.listeners {
         let protocol = config.protocol_of(&listener_config.name);
-        let security =
-            crate::security::ListenerSecurity::new(&config.raw, &listener_config.name, protocol)
-                .map_err(|e| anyhow::anyhow!("listener {}: {e}", listener_config.name))?;
+        let security = crate::security::ListenerSecurity::new(
+            &config.raw,
+            &listener_config.name,
+            protocol,
+            broker.sasl_context(),
+        )
+        .map_err(|e| anyhow::anyhow!("listener {}: {e}", listener_config.name))?;
         let (listener, port) = broker
             .network()
             .listen(&listener_config.host, listener_config.port)

@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
     DescribeProducersRequest, DescribeTopicPartitionsRequest, ElectLeadersRequest, FetchRequest,
     FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
     ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader,
+    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -85,6 +85,38 @@ pub enum ControllerRequest {
     BrokerHeartbeat(BrokerHeartbeatRequest),
     FetchSnapshot(FetchSnapshotRequest),
     AllocateProducerIds(AllocateProducerIdsRequest),
+}
+
+/// A SASL request, answered by the connection's authenticator on every listener before (and
+/// between) the listener's own requests.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SaslRequest {
+    Handshake(SaslHandshakeRequest),
+    Authenticate(SaslAuthenticateRequest),
+}
+
+/// Whether `frame` is a SASL request (SaslHandshake or SaslAuthenticate), by its api key.
+pub fn is_sasl(frame: &[u8]) -> bool {
+    frame.len() >= 2
+        && matches!(
+            ApiKey::try_from(i16::from_be_bytes([frame[0], frame[1]])),
+            Ok(ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+        )
+}
+
+/// Decodes a SASL request (every listener serves the same SASL versions).
+pub fn decode_sasl(frame: Bytes) -> Result<DecodedRequest<SaslRequest>, DecodeError> {
+    decode_on(frame, ListenerKind::Broker, |api_key, version, buf| {
+        Ok(match api_key {
+            ApiKey::SaslHandshake => {
+                SaslRequest::Handshake(SaslHandshakeRequest::decode(buf, version)?)
+            }
+            ApiKey::SaslAuthenticate => {
+                SaslRequest::Authenticate(SaslAuthenticateRequest::decode(buf, version)?)
+            }
+            other => anyhow::bail!("{other:?} is not a SASL request"),
+        })
+    })
 }
 
 /// A request with its header; the body type depends on the listener (broker by default).

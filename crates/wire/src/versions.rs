@@ -48,6 +48,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::SyncGroup, 0, 5),
     range(ApiKey::DescribeGroups, 0, 6),
     range(ApiKey::ListGroups, 0, 5),
+    range(ApiKey::SaslHandshake, 0, 1),
     range(ApiKey::ApiVersions, 0, 4),
     range(ApiKey::CreateTopics, 2, 7),
     range(ApiKey::DeleteTopics, 1, 6),
@@ -59,6 +60,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::DescribeConfigs, 1, 4),
     range(ApiKey::AlterConfigs, 0, 2),
     range(ApiKey::DescribeLogDirs, 1, 4),
+    range(ApiKey::SaslAuthenticate, 0, 2),
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::DeleteGroups, 0, 2),
     range(ApiKey::ElectLeaders, 0, 2),
@@ -75,9 +77,11 @@ pub const BROKER_APIS: &[ApiRange] = &[
 /// requests brokers forward to it.
 pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::Fetch, 4, 18),
+    range(ApiKey::SaslHandshake, 0, 1),
     range(ApiKey::ApiVersions, 0, 4),
     range(ApiKey::CreateTopics, 2, 7),
     range(ApiKey::DeleteTopics, 1, 6),
+    range(ApiKey::SaslAuthenticate, 0, 2),
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),

@@ -48,7 +48,7 @@ use crate::error::ApiError;
 use crate::metrics::{BrokerMetrics, RequestMetrics};
 use crate::net::Network;
 use crate::partition::Partition;
-use crate::security::{SecureNetwork, SecurityProtocol};
+use crate::security::{Peer, SecureNetwork, SecurityProtocol};
 use crate::topic_config::{self, EffectiveTopicConfig};
 use keel_wire::ResponseError;
 
@@ -295,12 +295,14 @@ impl Broker {
             &config.raw,
             config.controller_listener_name(),
             controller_protocol,
+            Peer::Controller,
         )?);
         let inter_broker_network = Arc::new(SecureNetwork::new(
             network.clone(),
             &config.raw,
             &config.inter_broker_listener_name,
             config.protocol_of(&config.inter_broker_listener_name),
+            Peer::Broker,
         )?);
         let controller = ControllerChannel::new(
             controller_network.clone(),
@@ -375,6 +377,14 @@ impl Broker {
     /// Connections to the controllers' listener.
     pub fn controller_network(&self) -> &Arc<SecureNetwork> {
         &self.controller_network
+    }
+
+    /// What this broker's SASL listeners authenticate with: its stored credentials and clock.
+    pub fn sasl_context(&self) -> crate::security::sasl::ExchangeContext {
+        crate::security::sasl::ExchangeContext {
+            credentials: Arc::new(crate::security::sasl::NoCredentials),
+            clock: self.clock.clone(),
+        }
     }
 
     /// The node id.

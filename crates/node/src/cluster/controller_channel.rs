@@ -35,6 +35,8 @@ pub struct ControllerChannel {
     connection: Mutex<Option<(usize, Connection<BoxStream>)>>,
     /// The voter to try first (the last one that acted as the active controller).
     preferred: std::sync::Mutex<usize>,
+    /// When a controller's refusal of this node's credentials was last logged.
+    credentials_refused_logged: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// A controller answer that may say "not the active controller".
@@ -97,6 +99,9 @@ impl ControllerAnswer for ElectLeadersResponse {
     }
 }
 
+/// How often a refused-credentials error is logged while it lasts.
+const CREDENTIALS_REFUSED_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl std::fmt::Debug for ControllerChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ControllerChannel")
@@ -119,6 +124,26 @@ impl ControllerChannel {
             client_id,
             connection: Mutex::new(None),
             preferred: std::sync::Mutex::new(0),
+            credentials_refused_logged: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Says (at most once a minute) that a controller refused this node's SASL credentials: the
+    /// node cannot register or follow metadata until its configuration is fixed.
+    fn log_refused_credentials(&self, voter: &str, reason: &str) {
+        let now = tokio::time::Instant::now();
+        let mut last = self
+            .credentials_refused_logged
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if last.is_none_or(|at| now.duration_since(at) >= CREDENTIALS_REFUSED_LOG_INTERVAL) {
+            *last = Some(now);
+            tracing::error!(
+                controller = %voter,
+                %reason,
+                "the controller refused this node's credentials (check sasl.mechanism.controller.protocol \
+                 and the username/password of the controller listener's JAAS configuration)"
+            );
         }
     }
 
@@ -164,6 +189,9 @@ impl ControllerChannel {
             match Connection::connect(self.network.as_ref(), &voter, client_id).await {
                 Ok(connection) => return Ok((index, connection)),
                 Err(e) => {
+                    if let ClientError::Authentication(reason) = &e {
+                        self.log_refused_credentials(&voter, reason);
+                    }
                     self.demote(index);
                     last = Some(e);
                 }

@@ -61,6 +61,7 @@ pub async fn run(broker: Arc<Broker>, stop: CancellationToken) {
 async fn fetch_from(broker: Arc<Broker>, leader: i32, stop: CancellationToken) {
     let mut connection: Option<Connection<BoxStream>> = None;
     let mut changes = broker.subscribe_image_changes();
+    let mut credentials_refused_logged: Option<tokio::time::Instant> = None;
     info!(leader, "replica fetcher started");
     loop {
         if stop.is_cancelled() {
@@ -84,7 +85,21 @@ async fn fetch_from(broker: Arc<Broker>, leader: i32, stop: CancellationToken) {
             match connect(&broker, leader).await {
                 Ok(c) => connection = Some(c),
                 Err(e) => {
-                    debug!(leader, error = %e, "cannot connect to the leader");
+                    // A leader refusing this broker's credentials lasts until the configuration
+                    // is fixed: say so (once a minute), other connection failures are routine.
+                    match e.downcast_ref::<crate::client::ClientError>() {
+                        Some(crate::client::ClientError::Authentication(reason))
+                            if credentials_refused_logged.is_none_or(
+                                |at: tokio::time::Instant| {
+                                    at.elapsed() >= std::time::Duration::from_secs(60)
+                                },
+                            ) =>
+                        {
+                            credentials_refused_logged = Some(tokio::time::Instant::now());
+                            tracing::error!(leader, %reason, "the leader refused this broker's credentials (check sasl.mechanism.inter.broker.protocol and the username/password of the inter-broker listener's JAAS configuration)");
+                        }
+                        _ => debug!(leader, error = %e, "cannot connect to the leader"),
+                    }
                     fail(&broker, &fetches);
                     continue;
                 }

@@ -86,7 +86,7 @@ pub enum ControllerServerError {
     #[error(transparent)]
     Metrics(#[from] crate::metrics::http::MetricsBindError),
     #[error(transparent)]
-    Tls(#[from] crate::security::tls::TlsConfigError),
+    Security(#[from] crate::security::SecurityConfigError),
 }
 
 /// What handlers need besides the controller task.
@@ -274,18 +274,24 @@ pub async fn serve_observed<L: crate::net::Listener>(
         &config.raw,
         &config.listener.name,
         config.listener_protocol,
+        crate::security::sasl::ExchangeContext {
+            credentials: Arc::new(crate::security::sasl::NoCredentials),
+            clock: clock.clone(),
+        },
     )?);
     let raft_network = Arc::new(crate::security::SecureNetwork::new(
         network.clone(),
         &config.raw,
         &config.listener.name,
         config.listener_protocol,
+        crate::security::Peer::Controller,
     )?);
     let broker_network = Arc::new(crate::security::SecureNetwork::new(
         network.clone(),
         &config.raw,
         &config.broker_listener.0,
         config.broker_listener.1,
+        crate::security::Peer::Broker,
     )?);
     let reload_stop = shutdown.child_token();
     let _stop_reloads = reload_stop.clone().drop_guard();

@@ -8,6 +8,7 @@
 //! over TCP, the in-memory network and the simulator's.
 
 pub mod principal;
+pub mod sasl;
 pub mod tls;
 
 use std::collections::BTreeMap;
@@ -88,8 +89,17 @@ impl std::fmt::Display for SecurityProtocol {
     }
 }
 
-/// How one listener secures its connections: its name, protocol and, for SSL and SASL_SSL,
-/// its TLS.
+/// Why a listener's or an outgoing connection's security cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SecurityConfigError {
+    #[error(transparent)]
+    Tls(#[from] tls::TlsConfigError),
+    #[error(transparent)]
+    Sasl(#[from] sasl::SaslConfigError),
+}
+
+/// How one listener secures its connections: its name, protocol, TLS (SSL and SASL_SSL) and
+/// SASL (SASL_PLAINTEXT and SASL_SSL).
 #[derive(Debug)]
 pub struct ListenerSecurity {
     /// The listener's name as configured (e.g. `PLAINTEXT`, `INTERNAL`).
@@ -97,6 +107,8 @@ pub struct ListenerSecurity {
     pub protocol: SecurityProtocol,
     /// The listener's TLS (SSL and SASL_SSL listeners).
     pub tls: Option<std::sync::Arc<tls::TlsServer>>,
+    /// The listener's SASL mechanisms (SASL_PLAINTEXT and SASL_SSL listeners).
+    pub sasl: Option<std::sync::Arc<sasl::SaslListener>>,
 }
 
 impl ListenerSecurity {
@@ -106,22 +118,18 @@ impl ListenerSecurity {
             name: name.to_string(),
             protocol: SecurityProtocol::Plaintext,
             tls: None,
+            sasl: None,
         }
     }
 
-    /// Listener `name` speaking `protocol`, its TLS (if any) built from `props` now.
+    /// Listener `name` speaking `protocol`, its TLS and SASL built from `props` now; SASL
+    /// exchanges read stored credentials and time through `context`.
     pub fn new(
         props: &BTreeMap<String, String>,
         name: &str,
         protocol: SecurityProtocol,
-    ) -> Result<ListenerSecurity, tls::TlsConfigError> {
-        if protocol.uses_sasl() {
-            // Refused at config time until SASL exists (issue 21's next slice).
-            return Err(tls::TlsConfigError {
-                key: LISTENER_SECURITY_PROTOCOL_MAP.into(),
-                reason: format!("listener {name}: {protocol} is not supported yet"),
-            });
-        }
+        context: sasl::ExchangeContext,
+    ) -> Result<ListenerSecurity, SecurityConfigError> {
         let tls = match protocol.uses_tls() {
             true => Some(std::sync::Arc::new(tls::TlsServer::new(
                 props,
@@ -130,12 +138,28 @@ impl ListenerSecurity {
             )?)),
             false => None,
         };
+        let sasl = match protocol.uses_sasl() {
+            true => Some(std::sync::Arc::new(sasl::SaslListener::new(
+                props, name, context,
+            )?)),
+            false => None,
+        };
         Ok(ListenerSecurity {
             name: name.to_string(),
             protocol,
             tls,
+            sasl,
         })
     }
+}
+
+/// Whom an outgoing connection authenticates to, which decides the SASL mechanism setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Peer {
+    /// Another broker's inter-broker listener (`sasl.mechanism.inter.broker.protocol`).
+    Broker,
+    /// A controller's listener (`sasl.mechanism.controller.protocol`).
+    Controller,
 }
 
 /// The node's outgoing connections to one kind of listener (another broker's inter-broker
@@ -144,17 +168,21 @@ impl ListenerSecurity {
 pub struct SecureNetwork {
     inner: std::sync::Arc<dyn crate::net::Network>,
     tls: Option<std::sync::Arc<tls::TlsClient>>,
+    sasl: Option<std::sync::Arc<dyn sasl::ClientMechanism>>,
 }
 
 impl SecureNetwork {
-    /// Connections over `inner` to listeners speaking `protocol`, with `props`' TLS settings
-    /// for listener `listener` (`listener.name.<listener>.` first) when it uses TLS.
+    /// Connections over `inner` to `peer`s' listener `listener` speaking `protocol`, with the
+    /// node's settings for that listener (`listener.name.<listener>.` first): its TLS when it
+    /// uses TLS; when it uses SASL, the mechanism the node's config names for `peer` with the
+    /// `username` / `password` of that mechanism's JAAS configuration on the listener.
     pub fn new(
         inner: std::sync::Arc<dyn crate::net::Network>,
         props: &BTreeMap<String, String>,
         listener: &str,
         protocol: SecurityProtocol,
-    ) -> Result<SecureNetwork, tls::TlsConfigError> {
+        peer: Peer,
+    ) -> Result<SecureNetwork, SecurityConfigError> {
         let tls = match protocol.uses_tls() {
             true => Some(std::sync::Arc::new(tls::TlsClient::new(
                 props,
@@ -162,12 +190,46 @@ impl SecureNetwork {
             )?)),
             false => None,
         };
-        Ok(SecureNetwork { inner, tls })
+        let sasl = match protocol.uses_sasl() {
+            true => Some(sasl::client::for_peer(props, listener, peer)?),
+            false => None,
+        };
+        Ok(SecureNetwork { inner, tls, sasl })
+    }
+
+    /// Connections with a client's settings (`security.protocol`, `ssl.*`, `sasl.mechanism`,
+    /// `sasl.jaas.config`: what Kafka's tools read from `--command-config`).
+    pub fn for_client(
+        inner: std::sync::Arc<dyn crate::net::Network>,
+        props: &BTreeMap<String, String>,
+    ) -> Result<SecureNetwork, SecurityConfigError> {
+        let protocol = match props.get("security.protocol") {
+            None => SecurityProtocol::Plaintext,
+            Some(text) => SecurityProtocol::parse(text).ok_or_else(|| {
+                sasl::invalid(
+                    "security.protocol",
+                    format!("{text:?} is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+                )
+            })?,
+        };
+        let tls = match protocol.uses_tls() {
+            true => Some(std::sync::Arc::new(tls::TlsClient::new(props, None)?)),
+            false => None,
+        };
+        let sasl = match protocol.uses_sasl() {
+            true => Some(sasl::client::from_client_props(props)?),
+            false => None,
+        };
+        Ok(SecureNetwork { inner, tls, sasl })
     }
 
     /// Plain connections over `inner`.
     pub fn plaintext(inner: std::sync::Arc<dyn crate::net::Network>) -> SecureNetwork {
-        SecureNetwork { inner, tls: None }
+        SecureNetwork {
+            inner,
+            tls: None,
+            sasl: None,
+        }
     }
 
     /// The outgoing TLS, to reload its certificates.
@@ -204,6 +266,10 @@ impl crate::net::Network for SecureNetwork {
         port: u16,
     ) -> crate::net::BoxFuture<'a, std::io::Result<(crate::net::BoxListener, u16)>> {
         self.inner.listen(host, port)
+    }
+
+    fn sasl(&self) -> Option<std::sync::Arc<dyn sasl::ClientMechanism>> {
+        self.sasl.clone()
     }
 }
 
@@ -274,6 +340,31 @@ impl TlsReload {
                 "TLS keystores and truststores reloaded"
             );
         }
+    }
+}
+
+/// Whether `key` is a security setting Keel reads: `ssl.*`, `sasl.*`,
+/// `connections.max.reauth.ms`, and their `listener.name.<name>.` (and, for SASL,
+/// `listener.name.<name>.<mechanism>.`) forms.
+pub fn is_security_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    let security = |k: &str| {
+        k.starts_with("ssl.") || k.starts_with("sasl.") || k == sasl::CONNECTIONS_MAX_REAUTH_MS
+    };
+    if security(&key) {
+        return true;
+    }
+    match key.strip_prefix("listener.name.") {
+        Some(rest) => match rest.split_once('.') {
+            Some((_listener, setting)) => {
+                security(setting)
+                    || setting
+                        .split_once('.')
+                        .is_some_and(|(_mechanism, mechanism_setting)| security(mechanism_setting))
+            }
+            None => false,
+        },
+        None => false,
     }
 }
 
