@@ -267,18 +267,23 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench(args) => bench::run(args),
         Command::Topics { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::topics(bootstrap, command))
         }
         Command::Groups { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
         }
         Command::Configs { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::configs(bootstrap, command))
         }
         Command::Elect { bootstrap, args } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::elect(bootstrap, args))
         }
         Command::Status { bootstrap, args } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::status(bootstrap, args))
         }
         Command::Golden { files } => golden(&files),
