@@ -115,6 +115,39 @@ def test_plain_over_sasl_plaintext_and_sasl_ssl_with_three_clients(tmp_path_fact
         retire(b)
 
 
+def test_keel_commands_take_a_command_config(tmp_path_factory):
+    """`keel topics` / `keel groups` / `keel status` with `--command-config FILE` (Kafka's client
+    settings) work against a SASL_SSL listener; without it, or with a wrong password, they fail
+    in one line that says why."""
+    import subprocess
+    from keel_broker import keel_bin
+    b, pki, _, sasl_ssl_bootstrap = start_sasl_broker(tmp_path_factory, "sasl-cli")
+    try:
+        props = b.workdir / "client.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("admin", "admin-secret", pki).items()))
+        topic = unique_topic("sasl-cli")
+
+        def keel(*args, config=props):
+            extra = ["--command-config", str(config)] if config else []
+            return subprocess.run([str(keel_bin()), *args, "--bootstrap-server", sasl_ssl_bootstrap, *extra,
+                                   "--api-timeout-ms", "5000"], capture_output=True, text=True, timeout=60)
+
+        created = keel("topics", "create", topic, "--partitions", "2")
+        assert created.returncode == 0, created.stderr
+        listed = keel("topics", "list")
+        assert listed.returncode == 0 and topic in listed.stdout, listed.stdout + listed.stderr
+        assert keel("status").returncode == 0
+        assert keel("groups", "list").returncode == 0
+        plain = keel("topics", "list", config=None)
+        assert plain.returncode != 0 and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+        wrong = b.workdir / "wrong.properties"
+        wrong.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("admin", "nope", pki).items()))
+        refused = keel("topics", "list", config=wrong)
+        assert refused.returncode != 0 and "Invalid username or password" in refused.stderr, refused.stderr
+    finally:
+        retire(b)
+
+
 def test_failed_authentications_get_kafkas_errors_and_are_counted(tmp_path_factory):
     """A wrong password and an unknown user get Kafka's SASL_AUTHENTICATION_FAILED message (the
     same for both: it does not say whether the user exists) in the Java client and librdkafka; a
