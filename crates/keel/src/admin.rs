@@ -76,7 +76,8 @@ impl Bootstrap {
 
 /// The network the admin commands and `keel bench` connect over: TCP, with the TLS and SASL
 /// settings of `--command-config` (set once per process, before the command runs).
-static CLIENT_NETWORK: std::sync::OnceLock<std::sync::Arc<dyn Network>> = std::sync::OnceLock::new();
+static CLIENT_NETWORK: std::sync::OnceLock<std::sync::Arc<dyn Network>> =
+    std::sync::OnceLock::new();
 
 /// Sets the client network from the properties file at `path` (plain TCP without one).
 pub fn install_client_network(path: Option<&std::path::Path>) -> anyhow::Result<()> {
@@ -88,8 +89,11 @@ pub fn install_client_network(path: Option<&std::path::Path>) -> anyhow::Result<
             let props = keel_node::config::parse_properties(&text)
                 .with_context(|| format!("--command-config {}", path.display()))?;
             std::sync::Arc::new(
-                keel_node::security::SecureNetwork::for_client(std::sync::Arc::new(TcpNetwork), &props)
-                    .with_context(|| format!("--command-config {}", path.display()))?,
+                keel_node::security::SecureNetwork::for_client(
+                    std::sync::Arc::new(TcpNetwork),
+                    &props,
+                )
+                .with_context(|| format!("--command-config {}", path.display()))?,
             )
         }
     };

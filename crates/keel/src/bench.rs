@@ -378,7 +378,8 @@ async fn catch_up(
     }
     let (mut start, mut expected) = (BTreeMap::new(), 0u64);
     for (addr, partitions) in by_leader {
-        let mut connection = Connection::connect(crate::admin::network(), addr, "keel-bench").await?;
+        let mut connection =
+            Connection::connect(crate::admin::network(), addr, "keel-bench").await?;
         let earliest = list_offsets(&mut connection, topic, &partitions, -2).await?;
         let latest = list_offsets(&mut connection, topic, &partitions, -1).await?;
         for p in partitions {
