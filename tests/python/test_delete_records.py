@@ -275,7 +275,8 @@ def test_a_follower_down_during_the_delete_starts_over_at_the_new_start(dr):
     answer comes without it; restarted, its whole log is below the leader's log start offset: the
     leader answers its fetch OFFSET_OUT_OF_RANGE with its log start offset and the follower starts
     over there (truncateFullyAndStartAt; its first segment starts at the base of the batch holding
-    the new start, Partition.doAppendRecordsToFollowerOrFutureReplica), then catches up."""
+    the new start, Partition.doAppendRecordsToFollowerOrFutureReplica, and its checkpoint keeps the
+    start across a kill -9), then catches up."""
     topic = make_topic(dr, "dr-down")
     fill(dr, topic, 800)
     leader = leader_of(dr, topic)
@@ -291,6 +292,9 @@ def test_a_follower_down_during_the_delete_starts_over_at_the_new_start(dr):
     # (Kafka's follower keeps a first batch straddling its log start offset), nothing below came.
     bases = segment_bases(dr, follower, topic)
     assert 3400 < bases[0] <= 3500, bases
+    # Only its checkpoint says the start is 3500, not the segment's base: kill -9 keeps it.
+    dr.kill9(follower)
+    dr.restart(follower)
     assert earliest_on_every_replica(dr, topic) == {0: 3500, 1: 3500, 2: 3500}
 
 

@@ -31,8 +31,9 @@ pub struct AppendResult {
 /// The replica's role, from metadata.
 #[derive(Debug)]
 pub enum Replica {
-    /// This broker leads the partition.
-    Leader(LeaderPartition),
+    /// This broker leads the partition (boxed: the leader's state is several times the
+    /// follower's).
+    Leader(Box<LeaderPartition>),
     /// This broker follows the leader named by metadata (or waits for one).
     Follower(FollowerPartition),
 }

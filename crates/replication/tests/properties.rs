@@ -169,13 +169,12 @@ impl World {
                         DELETES.fetch_add(1, Ordering::Relaxed);
                         assert!(low_watermark >= required, "completed below its offset");
                         assert!(low_watermark <= self.leader.log_start_offset());
-                        for i in 0..2 {
+                        for (i, follower) in FOLLOWERS.iter().enumerate() {
                             if !self.fenced[i] {
                                 assert!(
                                     self.reported_start[i].is_some_and(|s| s >= required.0),
                                     "deletion to {required} completed while live follower \
-                                     {} reported {:?}",
-                                    FOLLOWERS[i],
+                                     {follower} reported {:?}",
                                     self.reported_start[i]
                                 );
                             }

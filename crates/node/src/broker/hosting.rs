@@ -461,7 +461,7 @@ impl Broker {
                         isr = ?meta.isr, "became leader");
                     // A leader alone in its ISR (at min ISR) commits its log at once.
                     commands.extend(leader.tick(now));
-                    *replica = Replica::Leader(leader);
+                    *replica = Replica::Leader(Box::new(leader));
                 }
                 Err(e) => {
                     warn!(partition = %partition.tp, error = %e, "cannot become leader");

@@ -629,23 +629,20 @@ impl Broker {
             if !self.log_dir_online(index) {
                 continue;
             }
-            let (mut durable, covers) = self.begin_checkpoint(index);
-            let mut entries = Vec::new();
-            for p in partitions.iter().filter(|p| p.log_dir_index == index) {
-                let Ok(log) = p.lock_log() else {
-                    continue;
-                };
-                entries.push(PartitionCheckpoint::of(
-                    p.tp.clone(),
-                    &log,
-                    Some(p.high_watermark()),
-                ));
-            }
-            let written = dir.checkpoint(&entries);
-            if written.is_ok() {
-                *durable = (*durable).max(covers);
-            }
-            drop(durable);
+            let written = self.checkpoint_dir(index, || {
+                let mut entries = Vec::new();
+                for p in partitions.iter().filter(|p| p.log_dir_index == index) {
+                    let Ok(log) = p.lock_log() else {
+                        continue;
+                    };
+                    entries.push(PartitionCheckpoint::of(
+                        p.tp.clone(),
+                        &log,
+                        Some(p.high_watermark()),
+                    ));
+                }
+                dir.checkpoint(&entries)
+            });
             if let Err(e) = written {
                 if e.is_fatal() {
                     self.fail_log_dir(index, &e.to_string());

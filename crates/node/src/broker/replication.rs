@@ -342,9 +342,14 @@ impl Broker {
                         info!(partition = %partition.tp, offset = offset.0,
                             log_end_offset = %log.log_end_offset(),
                             "the whole log is below the leader's log start offset: starting over there");
-                        if let Err(e) = log.truncate_fully_and_start_at(Offset(offset.0)) {
-                            warn!(partition = %partition.tp, error = %e, "truncation failed");
-                            fault = Some(e);
+                        match log.truncate_fully_and_start_at(Offset(offset.0)) {
+                            // Checkpointed before the next fetch reports it: the segment that
+                            // arrives next may start below it (a batch straddling the start).
+                            Ok(()) => start_moved = true,
+                            Err(e) => {
+                                warn!(partition = %partition.tp, error = %e, "truncation failed");
+                                fault = Some(e);
+                            }
                         }
                     }
                     FollowerCommand::IncrementLogStartOffset { to } => {
