@@ -5,6 +5,7 @@ mod admin;
 mod alloc_guard;
 mod bench;
 mod groups;
+mod records;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -113,6 +114,14 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: groups::GroupsCommand,
+    },
+    /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
+    /// kafka-delete-records.sh).
+    Records {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: records::RecordsCommand,
     },
     /// Partitions that are offline (and what each waits for), under min ISR or under-replicated.
     Status {
@@ -271,6 +280,9 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Groups { bootstrap, command } => {
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
+        }
+        Command::Records { bootstrap, command } => {
+            admin_runtime()?.block_on(records::records(bootstrap, command))
         }
         Command::Configs { bootstrap, command } => {
             admin_runtime()?.block_on(admin::configs(bootstrap, command))

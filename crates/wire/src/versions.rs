@@ -51,6 +51,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::ApiVersions, 0, 4),
     range(ApiKey::CreateTopics, 2, 7),
     range(ApiKey::DeleteTopics, 1, 6),
+    range(ApiKey::DeleteRecords, 0, 2),
     range(ApiKey::InitProducerId, 0, 5),
     range(ApiKey::OffsetForLeaderEpoch, 2, 4),
     range(ApiKey::DescribeAcls, 1, 3),
@@ -481,6 +482,14 @@ mod tests {
             1
         ));
         assert!(!is_served_on(ListenerKind::Controller, ApiKey::Produce, 9));
+        // DeleteRecords v0-2 (Kafka 4.4's DeleteRecordsRequest.json), brokers only (issue 20).
+        assert!((0..=2).all(|v| is_served(ApiKey::DeleteRecords, v)));
+        assert!(!is_served(ApiKey::DeleteRecords, 3));
+        assert!(!is_served_on(
+            ListenerKind::Controller,
+            ApiKey::DeleteRecords,
+            2
+        ));
         for kind in [ListenerKind::Broker, ListenerKind::Controller] {
             let answer = api_versions_response_on(kind, None);
             assert_eq!(answer.api_keys.len(), kind.apis().len());
