@@ -281,6 +281,7 @@ mod tests {
                 )
             }
             ApiKey::OffsetDelete => both!(OffsetDeleteRequest, OffsetDeleteResponse),
+            ApiKey::DeleteRecords => both!(DeleteRecordsRequest, DeleteRecordsResponse),
             ApiKey::DescribeCluster => both!(DescribeClusterRequest, DescribeClusterResponse),
             ApiKey::DescribeProducers => {
                 both!(DescribeProducersRequest, DescribeProducersResponse)
