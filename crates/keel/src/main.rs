@@ -6,6 +6,7 @@ mod alloc_guard;
 mod bench;
 mod dev_secure;
 mod groups;
+mod records;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,6 +119,14 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: groups::GroupsCommand,
+    },
+    /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
+    /// kafka-delete-records.sh).
+    Records {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: records::RecordsCommand,
     },
     /// Partitions that are offline (and what each waits for), under min ISR or under-replicated.
     Status {
@@ -280,6 +289,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Groups { bootstrap, command } => {
             bootstrap.install_network()?;
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
+        }
+        Command::Records { bootstrap, command } => {
+            bootstrap.install_network()?;
+            admin_runtime()?.block_on(records::records(bootstrap, command))
         }
         Command::Configs { bootstrap, command } => {
             bootstrap.install_network()?;

@@ -18,8 +18,8 @@ use std::time::Duration;
 use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
     AlterConfigsResponse, CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse,
-    DeleteAclsResponse, DeleteGroupsResponse, DeleteTopicsResponse, DescribeAclsResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
+    DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
     DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
     ElectLeadersResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
     IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
@@ -221,6 +221,18 @@ impl Refusal for DeleteTopicsResponse {
             first.see(t.error_code, t.error_message.as_ref(), || {
                 t.name.as_ref().map_or(String::new(), |n| n.0.to_string())
             });
+        }
+        first.0
+    }
+}
+
+impl Refusal for DeleteRecordsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for t in &self.topics {
+            for p in &t.partitions {
+                first.see(p.error_code, None, || tp(&t.name.0, p.partition_index));
+            }
         }
         first.0
     }
