@@ -250,6 +250,35 @@ def test_sessions_are_renewed_in_band_and_expire_for_clients_that_do_not(tmp_pat
         retire(b)
 
 
+def test_a_session_that_is_not_renewed_ends(tmp_path_factory):
+    """KIP-368 from the other side: a client that authenticated with SaslAuthenticate v0 (it
+    cannot re-authenticate) is told no lifetime but still loses its connection at the first
+    request after connections.max.reauth.ms; one with v1 is told the lifetime, and its request
+    after it without re-authenticating closes the connection too (KafkaChannel's expiry)."""
+    import kafka_wire as kw
+    b, _, sasl_bootstrap, _ = start_sasl_broker(
+        tmp_path_factory, "sasl-expiry", **{"listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "2000"})
+    try:
+        for version in (0, 1):
+            with kw.RawConnection.to(sasl_bootstrap) as conn:
+                r = conn.call(17, 1, kw.Writer().string("PLAIN").getvalue())  # SaslHandshake v1
+                assert r.int16() == 0
+                token = b"\0alice\0alice-secret"
+                r = conn.call(36, version, kw.Writer().bytes_(token).getvalue())  # SaslAuthenticate
+                assert r.int16() == 0, "authentication failed"
+                r.string()
+                r.bytes_()
+                if version >= 1:
+                    assert r.int64() == 2000  # session_lifetime_ms
+                kw.metadata_v7(conn, [])  # served within the session
+                time.sleep(2.5)
+                conn.send(kw.request(3, 7, 99, kw.Writer().int32(0).boolean(False).getvalue()))
+                assert conn.wait_closed() == b"", "a request after the session ended was answered"
+        assert "expired" in b.log_text()
+    finally:
+        retire(b)
+
+
 def test_cluster_whose_inter_broker_and_controller_traffic_is_sasl_ssl(cluster, tmp_path):
     """Three controllers and three brokers; controllers speak SASL_SSL among themselves and to
     brokers, brokers replicate over a SASL_SSL INTERNAL listener, every node authenticating with
