@@ -148,6 +148,42 @@ def test_keel_commands_take_a_command_config(tmp_path_factory):
         retire(b)
 
 
+def test_kafkas_own_tools_over_sasl_ssl(tmp_path_factory):
+    """Kafka 4.1's kafka-topics (--command-config), kafka-console-producer (--producer.config) and
+    kafka-console-consumer (--consumer.config) against the SASL_SSL listener, with the same
+    client properties file."""
+    import subprocess
+    from test_kafka_tools import JVM_FLAGS, TOPIC_COMMAND, build_tools
+    tools = build_tools()
+    b, pki, _, sasl_ssl_bootstrap = start_sasl_broker(tmp_path_factory, "sasl-tools")
+    try:
+        props = b.workdir / "client.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("alice", "alice-secret", pki).items()))
+        topic = unique_topic("sasl-tools")
+        tools.ok(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(props),
+                 "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+        listed = tools.ok(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(props),
+                          "--list")
+        assert topic in listed.out.split(), listed.report()
+        lines = "".join(f"line-{i}\n" for i in range(10))
+        produced = subprocess.run(["java", *JVM_FLAGS, "-cp", tools.classpath, "org.apache.kafka.tools.ConsoleProducer",
+                                   "--bootstrap-server", sasl_ssl_bootstrap, "--topic", topic,
+                                   "--producer.config", str(props)],
+                                  input=lines, capture_output=True, text=True, timeout=120)
+        assert produced.returncode == 0, produced.stderr[-3000:]
+        consumed = tools.ok("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                            sasl_ssl_bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "10",
+                            "--consumer.config", str(props), "--timeout-ms", "30000")
+        assert consumed.out.split() == [f"line-{i}" for i in range(10)], consumed.report()
+        wrong = b.workdir / "wrong.properties"
+        wrong.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("alice", "nope", pki).items()))
+        refused = tools.run(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(wrong),
+                            "--list")
+        assert refused.code != 0 and "Authentication failed" in refused.out + refused.err, refused.report()
+    finally:
+        retire(b)
+
+
 def test_failed_authentications_get_kafkas_errors_and_are_counted(tmp_path_factory):
     """A wrong password and an unknown user get Kafka's SASL_AUTHENTICATION_FAILED message (the
     same for both: it does not say whether the user exists) in the Java client and librdkafka; a
