@@ -21,19 +21,11 @@ import pytest
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, BrokerError, free_port, retire
 from test_tls import confluent_round_trip, java_check, metric
+from sasl_config import PLAIN_MODULE, plain_jaas
 from tls_certs import Pki
 
 WAIT_S = 60
-PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-
-
-def plain_jaas(username: str | None = None, password: str | None = None, users: dict[str, str] | None = None) -> str:
-    options = []
-    if username is not None:
-        options += [f'username="{username}"', f'password="{password}"']
-    options += [f'user_{u}="{p}"' for u, p in (users or {}).items()]
-    return f"{PLAIN_MODULE} required {' '.join(options)};"
 
 
 def start_sasl_broker(tmp_path_factory, name: str, **extra: str) -> tuple[Broker, Pki, str, str]:
