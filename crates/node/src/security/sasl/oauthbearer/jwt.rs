@@ -412,13 +412,22 @@ fn refused(reason: impl Into<String>) -> Invalid {
 }
 
 /// A token split and its header read; the payload is parsed only after the signature checks.
-#[derive(Debug)]
 pub struct SignedToken<'a> {
     pub alg: Algorithm,
     pub kid: Option<String>,
     signing_input: &'a str,
     payload: &'a str,
     signature: Vec<u8>,
+}
+
+impl std::fmt::Debug for SignedToken<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the token: it is a bearer credential.
+        f.debug_struct("SignedToken")
+            .field("alg", &self.alg)
+            .field("kid", &self.kid.as_deref().map(truncated))
+            .finish_non_exhaustive()
+    }
 }
 
 /// Splits `token` into its three sections and reads its header (Kafka's `SerializedJwt`, then

@@ -256,6 +256,13 @@ fn signed_tokens_of_every_algorithm_authenticate() {
             "{}",
             alg.name()
         );
+        // Debug output never shows the bearer token.
+        let shown = format!("{:?}", jwt::parse(&token).unwrap());
+        assert!(
+            !shown.contains(token.rsplit('.').next().unwrap()),
+            "{shown}"
+        );
+        assert!(!shown.contains(token.split('.').nth(1).unwrap()), "{shown}");
     }
 }
 
