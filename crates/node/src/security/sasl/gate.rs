@@ -366,7 +366,12 @@ impl SaslGate {
                 )
             })
         };
+        let reauthenticating = previous.is_some();
         let fail = |failure: Failure| {
+            let failure = match reauthenticating {
+                true => failure.during_reauthentication(),
+                false => failure,
+            };
             (
                 Verdict::Fail {
                     answer: failure_answer(&failure.client_message),
