@@ -10,6 +10,11 @@ the machine's own ceilings), the raw samples as <date>.json and a chart as <date
 
 Load generators: Kafka's own ProducerPerformance, ConsumerPerformance, EndToEndLatency and
 VerifiableProducer (kafka-tools) and `keel bench`, each against both systems.
+
+`--security sasl_ssl` (or `both`, after the PLAINTEXT cluster) runs each system again with every
+listener — clients, inter-broker, controller — SASL_SSL (PLAIN, TLS from a throwaway CA made
+here), the same for both: produce acks=all and the catch-up read, rows keyed *_sasl_ssl; the
+report adds each system's SASL_SSL / PLAINTEXT ratios.
 """
 
 from __future__ import annotations
@@ -187,17 +192,13 @@ def memory_mib(pid: int) -> tuple[float, float]:
     return values["VmRSS"], values["VmHWM"]
 
 
-def server_properties(node: int, data: Path) -> str:
+def server_properties(node: int, data: Path, security: "Security") -> str:
     """The same file for Kafka and Keel: Kafka's keys, Kafka's defaults except where named."""
     return "\n".join([
         "process.roles=broker,controller",
         f"node.id={node}",
         f"controller.quorum.voters={VOTERS}",
-        f"listeners=PLAINTEXT://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
-        f"advertised.listeners=PLAINTEXT://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
-        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "controller.listener.names=CONTROLLER",
-        "inter.broker.listener.name=PLAINTEXT",
+        *security.listener_lines(node),
         f"log.dirs={data}",
         "num.partitions=6",
         "default.replication.factor=3",
@@ -213,15 +214,193 @@ def server_properties(node: int, data: Path) -> str:
     ])
 
 
+# --------------------------------------------------------------------------------------------
+# Security: how every listener and every load generator's connection speak
+
+
+SECURITY_MODES = ("plaintext", "sasl_ssl", "both")
+# What a SASL_SSL cluster runs (fewer workloads than PLAINTEXT, to keep the run short): produce
+# acks=all and the catch-up read, the rows issue 21 compares.
+SECURE_WORKLOADS = ("throughput", "catch-up")
+SASL_SUFFIX = "_sasl_ssl"  # appended to the key of a row measured over SASL_SSL
+SASL_LABEL = ", SASL_SSL"  # and to its workload
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+TLS_PROTOCOL = "TLSv1.3"
+TLS_SUITE = "TLS_AES_256_GCM_SHA384"
+
+
+def make_pki(directory: Path) -> tuple[Path, Path]:
+    """A throwaway CA and one certificate for every node (subject alternative names 127.0.0.1 and
+    localhost), EC P-256, valid two days. Writes `ca.crt` (the PEM truststore) and `node.pem`
+    (a PEM keystore: the key as PKCS #8, then the certificate) and returns both paths.
+
+    The key is not encrypted: Kafka 4.1 on Java 17 cannot read a PBES2-encrypted PKCS #8 key
+    (what openssl and `cryptography` write: `PBES2 SecretKeyFactory not available` at start),
+    Keel decrypts only PBES2 (not the PBES1 / PKCS #12 schemes Java reads), and a file-based PEM
+    keystore needs no `ssl.key.password` in either. The key is read once at start: nothing
+    measured depends on it."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    except ImportError as e:
+        raise SystemExit(f"--security sasl_ssl needs Python's cryptography package ({e}); run through "
+                         "bench/compare, which installs bench/requirements.txt") from e
+    import datetime
+    import ipaddress
+
+    directory.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    valid = dict(not_valid_before=now - datetime.timedelta(minutes=5), not_valid_after=now + datetime.timedelta(days=2))
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "keel bench/compare"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("bench CA")).issuer_name(name("bench CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
+                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name("bench node")).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                        x509.DNSName("localhost")]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    ca_file, keystore = directory / "ca.crt", directory / "node.pem"
+    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    keystore.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        + cert.public_bytes(serialization.Encoding.PEM))
+    keystore.chmod(0o600)
+    return ca_file, keystore
+
+
+class Security:
+    """How a cluster's listeners and the load generators' connections are secured, the same for
+    both systems.
+
+    `plaintext`: every listener PLAINTEXT (the run as it always was). `sasl_ssl`: every listener
+    — clients, inter-broker (replica fetchers), controller (Raft and broker-to-controller) —
+    SASL_SSL with PLAIN, TLS 1.3 with one cipher suite, one throwaway CA and one node
+    certificate (PEM) made for this run. Rows measured over SASL_SSL carry SASL_SUFFIX."""
+
+    def __init__(self, name: str, directory: Path, idempotence_off: bool):
+        self.name = name
+        self.secure = name == "sasl_ssl"
+        self.protocol = "SASL_SSL" if self.secure else "PLAINTEXT"
+        self.suffix = SASL_SUFFIX if self.secure else ""
+        self.label = SASL_LABEL if self.secure else ""
+        idempotence = "enable.idempotence=false\n" if idempotence_off else "# the clients' defaults\n"
+        if not self.secure:
+            # Unchanged from before --security: the producers' properties file, nothing else.
+            self.client_props = directory / "client.properties"
+            self.client_props.write_text(idempotence)
+            self.command_props = None
+            return
+        import secrets
+        directory.mkdir(parents=True, exist_ok=True)
+        self.broker_password = secrets.token_urlsafe(18)
+        self.client_user, self.client_password = "bench", secrets.token_urlsafe(18)
+        self.ca_file, self.keystore = make_pki(directory)
+        security = "\n".join([
+            "security.protocol=SASL_SSL",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={self.ca_file}",
+            f"ssl.enabled.protocols={TLS_PROTOCOL}",
+            f"ssl.cipher.suites={TLS_SUITE}",
+            "sasl.mechanism=PLAIN",
+            f'sasl.jaas.config={PLAIN_MODULE} required username="{self.client_user}" '
+            f'password="{self.client_password}";',
+            ""])
+        # Kafka's tools' --command-config / --consumer.config / --admin.config and `keel bench
+        # --command-config`: the connection's settings only.
+        self.command_props = directory / "command.properties"
+        self.command_props.write_text(security)
+        # The producers' --producer.config (and EndToEndLatency's file): the same plus the
+        # idempotence setting every run uses.
+        self.client_props = directory / "client.properties"
+        self.client_props.write_text(security + idempotence)
+        for f in (self.command_props, self.client_props):
+            f.chmod(0o600)
+
+    def listener_lines(self, node: int) -> list[str]:
+        """The server.properties lines of the listeners and their security."""
+        if not self.secure:
+            return [
+                f"listeners=PLAINTEXT://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+            ]
+        broker = f'username="broker" password="{self.broker_password}" user_broker="{self.broker_password}"'
+        return [
+            f"listeners=SASL_SSL://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
+            f"advertised.listeners=SASL_SSL://127.0.0.1:{29092 + node},CONTROLLER://127.0.0.1:{29192 + node}",
+            "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=SASL_SSL",
+            # TLS: one PEM keystore and the CA as truststore, on every listener and every
+            # outgoing connection; host names checked (Kafka's default).
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={self.keystore}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={self.ca_file}",
+            f"ssl.enabled.protocols={TLS_PROTOCOL}",
+            f"ssl.cipher.suites={TLS_SUITE}",
+            "ssl.endpoint.identification.algorithm=https",
+            # SASL PLAIN on both listeners; the nodes authenticate to each other as `broker`,
+            # the load generators as `bench`.
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            "sasl.mechanism.controller.protocol=PLAIN",
+            f"listener.name.sasl_ssl.plain.sasl.jaas.config={PLAIN_MODULE} required {broker} "
+            f'user_{self.client_user}="{self.client_password}";',
+            f"listener.name.controller.plain.sasl.jaas.config={PLAIN_MODULE} required {broker};",
+        ]
+
+    def librdkafka(self) -> dict:
+        """confluent-kafka settings for the readiness probes (metadata, end offsets)."""
+        if not self.secure:
+            return {}
+        return {"security.protocol": "SASL_SSL", "ssl.ca.location": str(self.ca_file),
+                "ssl.endpoint.identification.algorithm": "https", "sasl.mechanisms": "PLAIN",
+                "sasl.username": self.client_user, "sasl.password": self.client_password}
+
+    def command_config(self, flag: str = "--command-config") -> list[str]:
+        """`[flag, file]` for a Kafka tool or `keel bench` over SASL_SSL; nothing over PLAINTEXT
+        (the commands stay what they were before --security)."""
+        return [flag, str(self.command_props)] if self.secure else []
+
+    def describe(self) -> str:
+        if not self.secure:
+            return "every listener PLAINTEXT"
+        return (f"every listener (clients, inter-broker, controller) SASL_SSL: SASL PLAIN, {TLS_PROTOCOL} with "
+                f"{TLS_SUITE} only, one throwaway CA and one EC P-256 node certificate (PEM keystore, PKCS #8 "
+                "key), host names checked, no client certificates")
+
+
 class System:
     """A three-node cluster of one system under test."""
 
     name = ""
     title = ""
 
-    def __init__(self, run_dir: Path, tools: "KafkaTools"):
+    def __init__(self, run_dir: Path, tools: "KafkaTools", security: Security):
         self.run_dir = run_dir
         self.tools = tools
+        self.security = security
         self.procs: dict[int, subprocess.Popen] = {}
 
     def node_dir(self, node: int) -> Path:
@@ -234,7 +413,7 @@ class System:
         shutil.rmtree(self.run_dir, ignore_errors=True)
         for node in NODES:
             (self.node_dir(node) / "logs").mkdir(parents=True)
-            self.config(node).write_text(server_properties(node, self.node_dir(node) / "data"))
+            self.config(node).write_text(server_properties(node, self.node_dir(node) / "data", self.security))
         cluster_id = self.random_cluster_id()
         for node in NODES:
             self.format_node(node, cluster_id)
@@ -294,7 +473,8 @@ class System:
     def serving_brokers(self, bootstrap: str = BOOTSTRAP) -> int:
         from confluent_kafka.admin import AdminClient
         try:
-            md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=2)
+            md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0,
+                              **self.security.librdkafka()}).list_topics(timeout=2)
         except Exception:
             return 0
         return len(md.brokers)
@@ -305,14 +485,15 @@ class Kafka(System):
 
     def active_controller(self) -> int:
         out = self.tools.run("org.apache.kafka.tools.MetadataQuorumCommand",
-                             ["--bootstrap-server", BOOTSTRAP, "describe", "--status"])
+                             ["--bootstrap-server", BOOTSTRAP, *self.security.command_config(),
+                              "describe", "--status"])
         m = re.search(r"LeaderId:\s+(\d+)", out)
         if not m:
             raise RuntimeError(f"no LeaderId in: {out.strip()[-200:]}")
         return int(m.group(1))
 
-    def __init__(self, run_dir, tools, heap: str):
-        super().__init__(run_dir, tools)
+    def __init__(self, run_dir, tools, security, heap: str):
+        super().__init__(run_dir, tools, security)
         self.heap = heap
         self.title = f"Apache Kafka {tools.version}"
 
@@ -335,8 +516,8 @@ class Keel(System):
     name = "keel"
     title = "Keel"
 
-    def __init__(self, run_dir, tools, binary: Path):
-        super().__init__(run_dir, tools)
+    def __init__(self, run_dir, tools, security, binary: Path):
+        super().__init__(run_dir, tools, security)
         self.binary = binary
         version = subprocess.run([str(binary), "--version"], capture_output=True, text=True).stdout.strip()
         commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -451,21 +632,25 @@ class Bench:
         self.tools = tools
         self.keel = keel_binary
         self.results = results
-        self.client_props = CACHE / "client.properties"
         # The Java clients' defaults (an idempotent producer since Kafka 3.0) on both systems;
-        # `--idempotence off` compares with runs made before Keel had one (issue 9).
+        # `--idempotence off` compares with runs made before Keel had one (issue 9). The
+        # producers' properties file is the cluster's Security's (it adds the SASL_SSL settings).
         off = args.idempotence == "off"
-        self.client_props.write_text("enable.idempotence=false\n" if off else "# the clients' defaults\n")
+        self.security: Security | None = None  # the cluster's being measured, set by run_all
         results.facts["client_idempotence"] = ("Java clients with `enable.idempotence=false` on both." if off else
                                                "Java clients with their defaults on both (an idempotent producer).")
         self.rate_for_latency: float | None = args.latency_rate
 
     # ---- helpers
 
+    @property
+    def client_props(self) -> Path:
+        return self.security.client_props
+
     def create_topic(self, topic: str, partitions: int, rf: int = 3, assignment: str | None = None,
                      min_isr: int = 2):
-        args = ["--bootstrap-server", BOOTSTRAP, "--create", "--topic", topic, "--config",
-                f"min.insync.replicas={min_isr}"]
+        args = ["--bootstrap-server", BOOTSTRAP, *self.security.command_config(), "--create", "--topic", topic,
+                "--config", f"min.insync.replicas={min_isr}"]
         if assignment:
             args += ["--replica-assignment", assignment]
         else:
@@ -476,7 +661,8 @@ class Bench:
 
     def metadata(self, topic: str):
         from confluent_kafka.admin import AdminClient
-        md = AdminClient({"bootstrap.servers": BOOTSTRAP, "log_level": 0}).list_topics(topic, timeout=5)
+        md = AdminClient({"bootstrap.servers": BOOTSTRAP, "log_level": 0,
+                          **self.security.librdkafka()}).list_topics(topic, timeout=5)
         return md.topics.get(topic)
 
     def leaders(self, topic: str) -> dict | None:
@@ -516,7 +702,8 @@ class Bench:
         return outs
 
     def keel_bench(self, args: list[str]) -> dict:
-        r = subprocess.run([str(self.keel), "bench", "--bootstrap", "127.0.0.1:29093", *args],
+        r = subprocess.run([str(self.keel), "bench", "--bootstrap", "127.0.0.1:29093",
+                            *self.security.command_config(), *args],
                            capture_output=True, text=True, timeout=3600,
                            env=dict(os.environ, RUST_BACKTRACE="0"))
         if r.returncode != 0:
@@ -538,25 +725,30 @@ class Bench:
     def run_all(self, system: System) -> None:
         a = self.args
         R = self.results
-        log(f"== {system.title}: format and start")
+        sec = self.security = system.security
+        log(f"== {system.title}, every listener {sec.protocol}: format and start")
         system.format()
         started = system.start()
         log(f"{system.name}: cluster serving in {started:.1f} s")
-        R.add(R.row("cluster_start", "cluster start (format done)", "—", "three brokers serving", "s", False),
-              system.name, started)
+        R.add(R.row("cluster_start" + sec.suffix, "cluster start (format done)" + sec.label, "—",
+                    "three brokers serving", "s", False), system.name, started)
         workloads = [("throughput", self.throughput), ("latency", self.latency), ("end-to-end", self.end_to_end),
                      ("memory", lambda s: self.memory(s, "after the produce and latency runs")),
                      ("catch-up", self.catch_up), ("failover", self.failover), ("cold-start", self.cold_start),
                      ("memory", lambda s: self.memory(s, "at the end"))]
         if a.only:
             workloads = [(name, w) for name, w in workloads if name in a.only]
+        if sec.secure:
+            if skipped := sorted({name for name, _ in workloads if name not in SECURE_WORKLOADS}):
+                log(f"{system.name}: over SASL_SSL only {','.join(SECURE_WORKLOADS)} run; not {','.join(skipped)}")
+            workloads = [(name, w) for name, w in workloads if name in SECURE_WORKLOADS]
         try:
             for _, workload in workloads:
                 try:
                     workload(system)
                 except Exception as e:  # the other workloads still run; the report says what failed
                     log(f"{system.name}: workload failed: {e}")
-                    R.facts.setdefault("failures", []).append(f"{system.name}: {e}")
+                    R.facts.setdefault("failures", []).append(f"{system.name} ({sec.protocol}): {e}")
                     system.check_alive()
         finally:
             log(f"{system.name}: stopping")
@@ -565,7 +757,9 @@ class Bench:
                 shutil.rmtree(system.run_dir, ignore_errors=True)
 
     def throughput(self, system: System) -> None:
-        a, R = self.args, self.results
+        """Produce throughput, acks=1 and acks=all (over SASL_SSL acks=all only), and the brokers'
+        CPU per GB produced."""
+        a, R, sec = self.args, self.results, self.security
         self.create_topic("tput", 6)
         lim = R.ceilings.get("seq_write_buffered_MBps")
         ceiling = (min(lim, R.ceilings["loopback_tcp_MBps"]) / 3, "a third of min(buffered seq write, loopback TCP): "
@@ -575,29 +769,40 @@ class Bench:
             self.producer_perf("tput", a.records // 4, "1")
         except Exception as e:
             log(f"  warm-up failed: {e}")
-        cpu_before = sum(cpu_seconds(p) for p in system.pids())
+
+        def cpu_now() -> float:
+            return sum(cpu_seconds(p) for p in system.pids())
+        cpu_before = cpu_now()
         produced = 0
+        cpu_all, produced_all = 0.0, 0  # the acks=all runs alone, comparable across security settings
         for rep in range(a.repeats):
-            for acks in ("1", "all"):
-                log(f"{system.name}: produce acks={acks}, run {rep + 1}/{a.repeats}")
-                row = R.row(f"produce_pp_{acks}", f"produce 1 KiB, acks={acks}", "ProducerPerformance ×2",
-                            "throughput", "MB/s", True, ceiling)
+            for acks in ("all",) if sec.secure else ("1", "all"):
+                log(f"{system.name}: produce acks={acks} over {sec.protocol}, run {rep + 1}/{a.repeats}")
+                row = R.row(f"produce_pp_{acks}{sec.suffix}", f"produce 1 KiB, acks={acks}{sec.label}",
+                            "ProducerPerformance ×2", "throughput", "MB/s", True, ceiling)
 
                 def pp():
                     runs = self.producer_perf("tput", a.records, acks)
                     return sum(r["MBps"] for r in runs)
+                cpu_run = cpu_now()
                 self.measure(row, system, pp)
                 produced += a.records * RECORD_BYTES
-                row = R.row(f"produce_kb_{acks}", f"produce 1 KiB, acks={acks}", "keel bench, 2 producers",
-                            "throughput", "MB/s", True, ceiling)
+                row = R.row(f"produce_kb_{acks}{sec.suffix}", f"produce 1 KiB, acks={acks}{sec.label}",
+                            "keel bench, 2 producers", "throughput", "MB/s", True, ceiling)
                 self.measure(row, system, lambda: self.keel_bench([
                     "--topic", "tput", "--records", str(a.records), "--producers", "2", "--acks", acks,
                     "--consumers", "0", "--partitions", "6", "--replication-factor", "3"])["produce"]["MBps"])
                 produced += a.records * RECORD_BYTES
-        cpu = sum(cpu_seconds(p) for p in system.pids()) - cpu_before
-        R.add(R.row("cpu_per_gb", "broker CPU per GB produced (3 brokers, all produce runs)", "—",
-                    "CPU seconds per GB", "s/GB", False), system.name, cpu / (produced / GB))
-        if self.rate_for_latency is None and system.name == "kafka":
+                if acks == "all":
+                    cpu_all += cpu_now() - cpu_run
+                    produced_all += 2 * a.records * RECORD_BYTES
+        cpu = cpu_now() - cpu_before
+        if not sec.secure:
+            R.add(R.row("cpu_per_gb", "broker CPU per GB produced (3 brokers, all produce runs)", "—",
+                        "CPU seconds per GB", "s/GB", False), system.name, cpu / (produced / GB))
+        R.add(R.row("cpu_per_gb_all" + sec.suffix, f"broker CPU per GB produced (3 brokers, acks=all runs){sec.label}",
+                    "—", "CPU seconds per GB", "s/GB", False), system.name, cpu_all / (produced_all / GB))
+        if self.rate_for_latency is None and system.name == "kafka" and not sec.secure:
             samples = R.rows["produce_pp_all"].samples.get("kafka")
             if samples:
                 self.rate_for_latency = statistics.median(samples) * MB / RECORD_BYTES / 2
@@ -656,7 +861,8 @@ class Bench:
                 R.fail(R.row("e2e_average", "end-to-end (produce acks=all → consume), 1 KiB", "EndToEndLatency",
                              "average", "ms", False), system.name, str(e))
             try:
-                r = subprocess.run([str(self.keel), "bench", "--bootstrap", "127.0.0.1:29093", "--topic", "e2e",
+                r = subprocess.run([str(self.keel), "bench", "--bootstrap", "127.0.0.1:29093",
+                                    *self.security.command_config(), "--topic", "e2e",
                                     "--partitions", "1", "--replication-factor", "3", "--acks", "all",
                                     "--end-to-end", str(a.e2e_messages)], capture_output=True, text=True,
                                    timeout=600, env=dict(os.environ, RUST_BACKTRACE="0"))
@@ -682,7 +888,7 @@ class Bench:
             return False
 
     def catch_up(self, system: System) -> None:
-        a, R = self.args, self.results
+        a, R, sec = self.args, self.results, self.security
         records = int(a.catchup_gb * GB / RECORD_BYTES)
         self.create_topic("catchup", 6)
         log(f"{system.name}: filling catchup with {records:,} records ({a.catchup_gb} GB) using keel bench acks=1")
@@ -693,13 +899,14 @@ class Bench:
         for rep in range(a.repeats):
             cold = self.drop_caches()
             R.facts["catchup_page_cache"] = "dropped before every read" if cold else "warm (could not drop)"
-            log(f"{system.name}: catch-up read, ConsumerPerformance, run {rep + 1}/{a.repeats}")
-            row = R.row("catchup_cp", f"consumer catch-up over {a.catchup_gb:g} GB", "ConsumerPerformance",
-                        "throughput", "MB/s", True, ceiling)
+            log(f"{system.name}: catch-up read over {sec.protocol}, ConsumerPerformance, run {rep + 1}/{a.repeats}")
+            row = R.row("catchup_cp" + sec.suffix, f"consumer catch-up over {a.catchup_gb:g} GB{sec.label}",
+                        "ConsumerPerformance", "throughput", "MB/s", True, ceiling)
 
             def cp():
                 out = self.tools.run("org.apache.kafka.tools.ConsumerPerformance", [
-                    "--bootstrap-server", BOOTSTRAP, "--topic", "catchup", "--messages", str(records),
+                    "--bootstrap-server", BOOTSTRAP, *self.security.command_config("--consumer.config"),
+                    "--topic", "catchup", "--messages", str(records),
                     "--timeout", "30000", "--group", f"catchup-{time.time_ns()}"], timeout=900)
                 # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
                 fields = [f.strip() for f in out.strip().splitlines()[-1].split(",")]
@@ -708,9 +915,10 @@ class Bench:
                 return float(fields[3]) * (1 << 20) / MB
             self.measure(row, system, cp)
             self.drop_caches()
-            log(f"{system.name}: catch-up read, keel bench --consume-only, run {rep + 1}/{a.repeats}")
-            row = R.row("catchup_kb", f"consumer catch-up over {a.catchup_gb:g} GB", "keel bench, 2 consumers",
-                        "throughput", "MB/s", True, ceiling)
+            log(f"{system.name}: catch-up read over {sec.protocol}, keel bench --consume-only, "
+                f"run {rep + 1}/{a.repeats}")
+            row = R.row("catchup_kb" + sec.suffix, f"consumer catch-up over {a.catchup_gb:g} GB{sec.label}",
+                        "keel bench, 2 consumers", "throughput", "MB/s", True, ceiling)
             self.measure(row, system, lambda: self.keel_bench(
                 ["--topic", "catchup", "--consume-only", "--consumers", "2"])["consume"]["MBps"])
 
@@ -741,7 +949,8 @@ class Bench:
                 # Leadership piles up on the survivors of earlier kills (neither system has
                 # rebalanced yet): move it back to the preferred replicas, as an operator would.
                 self.tools.run("org.apache.kafka.tools.LeaderElectionCommand", [
-                    "--bootstrap-server", BOOTSTRAP, "--election-type", "PREFERRED", "--all-topic-partitions"])
+                    "--bootstrap-server", BOOTSTRAP, *self.security.command_config("--admin.config"),
+                    "--election-type", "PREFERRED", "--all-topic-partitions"])
                 wait_for(lambda: active in (self.leaders("failover") or {}).values(), 30,
                          "a partition led by the active controller")
                 leaders = self.leaders("failover")
@@ -818,7 +1027,8 @@ class Bench:
     def end_offsets(self, node: int, topic: str, partitions: int, quiet: bool = False) -> dict | None:
         from confluent_kafka import Consumer, TopicPartition
         c = Consumer({"bootstrap.servers": f"127.0.0.1:{29092 + node}", "group.id": "probe",
-                      "enable.auto.commit": False, "log_level": 0, "socket.connection.setup.timeout.ms": 1000})
+                      "enable.auto.commit": False, "log_level": 0, "socket.connection.setup.timeout.ms": 1000,
+                      **self.security.librdkafka()})
         try:
             return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=1, cached=False)[1]
                     for p in range(partitions)}
@@ -871,6 +1081,26 @@ def ratio(row: Row) -> float | None:
     return em / km
 
 
+def security_ratios(results: Results) -> list[tuple[Row, Row, dict]]:
+    """Every row measured over SASL_SSL whose PLAINTEXT row (its key without SASL_SUFFIX) is in the
+    results: (PLAINTEXT row, SASL_SSL row, {system: SASL_SSL median / PLAINTEXT median, or None})."""
+    out = []
+    for key, secure in results.rows.items():
+        plain = results.rows.get(key[:-len(SASL_SUFFIX)]) if key.endswith(SASL_SUFFIX) else None
+        if plain is None:
+            continue
+        ratios = {}
+        for s in ("kafka", "keel"):
+            p, q = plain.samples.get(s), secure.samples.get(s)
+            ratios[s] = statistics.median(q) / statistics.median(p) if p and q and statistics.median(p) else None
+        out.append((plain, secure, ratios))
+    return out
+
+
+def row_title(row: Row) -> str:
+    return row.workload + (f", {row.tool}" if row.tool != "—" else "")
+
+
 def write_report(results: Results, systems: list[System], args, out_md: Path) -> None:
     titles = {s.name: s.title for s in systems}
     kt, et = titles.get("kafka", "Apache Kafka"), titles.get("keel", "Keel")
@@ -887,6 +1117,12 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
              f"- Latency runs: a fixed {results.facts.get('latency_rate', '?')} over 2 producers (half of Kafka's "
              "median ProducerPerformance acks=all throughput).",
              f"- Catch-up reads: page cache {results.facts.get('catchup_page_cache', '?')}.",
+             *[f"- {'Rows marked SASL_SSL' if protocol == 'SASL_SSL' else 'The other rows'}: {how}"
+               + (" (each system's SASL_SSL cluster is a fresh one, started after its PLAINTEXT cluster was "
+                  "stopped and deleted; only produce acks=all and the catch-up read run over it)."
+                  if protocol == "SASL_SSL" else ".")
+               for protocol, how in sorted(results.facts.get("security", {}).items())
+               if len(results.facts.get("security", {})) > 1 or protocol == "SASL_SSL"],
              *([f"- {results.facts['baseline']}"] if results.facts.get("baseline") else []), ""]
     if c:
         lines += ["## The machine's ceilings", "", "| ceiling | MB/s |", "|---|---|",
@@ -920,9 +1156,21 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
             share = f"{' / '.join(parts)} of {row.ceiling[0]:,.0f} MB/s"
         lines.append(f"| {row.workload} | {row.tool} | {row.metric} | {cells[0]} | {cells[1]} | {rtext} | "
                      f"{better} | {share} |")
-    notes = {row.workload: row.ceiling[1] for row in results.rows.values() if row.ceiling and row.ceiling[1]}
+    notes = {row.workload.removesuffix(SASL_LABEL): row.ceiling[1] for row in results.rows.values()
+             if row.ceiling and row.ceiling[1]}
     if notes:
         lines += ["", "Ceilings used above:", *[f"- {w}: {why}" for w, why in notes.items()]]
+    sec = security_ratios(results)
+    if sec:
+        lines += ["", "## SASL_SSL against PLAINTEXT", "",
+                  "Each system against itself: its median over SASL_SSL divided by its median of the same row over "
+                  "PLAINTEXT in this run (throughput below 1: what TLS and SASL cost; CPU per GB and start time "
+                  "above 1: the same).", "",
+                  "| SASL_SSL / PLAINTEXT | " + " | ".join(row_title(plain) for plain, _, _ in sec) + " |",
+                  "|---|" + "---|" * len(sec)]
+        for s, title in (("kafka", kt), ("keel", et)):
+            lines.append(f"| {title} | " + " | ".join(f"{r[s]:.2f}" if r[s] is not None else "—"
+                                                      for _, _, r in sec) + " |")
     if results.facts.get("failures"):
         lines += ["", "Failures during the run:", *[f"- {f}" for f in results.facts["failures"]]]
     lines += ["", f"![Keel relative to Kafka]({out_md.with_suffix('.png').name})", ""]
@@ -930,6 +1178,8 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
 
 
 def write_chart(results: Results, out_png: Path) -> None:
+    """Keel relative to Kafka for every row; below it, when the run has SASL_SSL rows, each
+    system's SASL_SSL / PLAINTEXT ratios."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -941,20 +1191,39 @@ def write_chart(results: Results, out_png: Path) -> None:
             continue
         labels.append(textwrap.fill(f"{row.workload} — {row.tool} — {row.metric}", 70))
         factors.append(r if row.higher_is_better else 1 / r)
-    if not factors:
+    sec = [(row_title(plain), s, r[s]) for plain, _, r in security_ratios(results) for s in ("kafka", "keel")
+           if r[s] is not None]
+    if not factors and not sec:
         return
-    fig, ax = plt.subplots(figsize=(12, 0.5 * len(labels) + 1.5))
-    colors = ["#2a9d8f" if f >= 1 else "#e76f51" for f in factors]
-    y = list(range(len(labels)))[::-1]
-    ax.barh(y, factors, color=colors)
-    ax.set_xscale("log")
-    ax.axvline(1, color="black", linewidth=1)
-    ax.set_yticks(y)
-    ax.set_yticklabels(labels, fontsize=7)
-    for yi, f in zip(y, factors):
-        ax.text(f, yi, f" ×{f:.2f}", va="center", fontsize=7)
-    ax.set_xlabel("Keel's advantage over Apache Kafka (>1: Keel better; log scale)")
-    ax.set_title(f"Keel vs Apache Kafka on this machine, {results.facts['date']}")
+    heights = [h for h in (0.5 * len(labels) + 1, 0.35 * len(sec) + 1) if h > 1]
+    fig, axes = plt.subplots(len(heights), 1, figsize=(12, sum(heights) + 0.5),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    axes = list(axes[:, 0])
+    if factors:
+        ax = axes.pop(0)
+        colors = ["#2a9d8f" if f >= 1 else "#e76f51" for f in factors]
+        y = list(range(len(labels)))[::-1]
+        ax.barh(y, factors, color=colors)
+        ax.set_xscale("log")
+        ax.axvline(1, color="black", linewidth=1)
+        ax.set_yticks(y)
+        ax.set_yticklabels(labels, fontsize=7)
+        for yi, f in zip(y, factors):
+            ax.text(f, yi, f" ×{f:.2f}", va="center", fontsize=7)
+        ax.set_xlabel("Keel's advantage over Apache Kafka (>1: Keel better; log scale)")
+        ax.set_title(f"Keel vs Apache Kafka on this machine, {results.facts['date']}")
+    if sec:
+        ax = axes.pop(0)
+        y = list(range(len(sec)))[::-1]
+        ax.barh(y, [r for _, _, r in sec], color=["#8d99ae" if s == "kafka" else "#2a9d8f" for _, s, _ in sec])
+        ax.axvline(1, color="black", linewidth=1)
+        ax.set_yticks(y)
+        ax.set_yticklabels([textwrap.fill(f"{'Kafka' if s == 'kafka' else 'Keel'}: {t}", 70) for t, s, _ in sec],
+                           fontsize=7)
+        for yi, (_, _, r) in zip(y, sec):
+            ax.text(r, yi, f" {r:.2f}", va="center", fontsize=7)
+        ax.set_xlabel("SASL_SSL median / PLAINTEXT median, each system against itself (throughput: <1 is the cost)")
+        ax.set_title("Every listener SASL_SSL against every listener PLAINTEXT")
     fig.tight_layout()
     fig.savefig(out_png, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -1002,6 +1271,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", type=Path, metavar="JSON",
                    help="take Apache Kafka's samples from an earlier run's <date>.json instead of running "
                         "Kafka again (with --systems keel: re-measure Keel after a change); the report says so")
+    p.add_argument("--security", choices=SECURITY_MODES, default="plaintext",
+                   help="plaintext (default): every listener PLAINTEXT. sasl_ssl: every listener (clients, "
+                        "inter-broker, controller) SASL_SSL with PLAIN and a throwaway CA; only the "
+                        f"{' and '.join(SECURE_WORKLOADS)} workloads run (produce acks=all, catch-up read), their "
+                        f"rows keyed *{SASL_SUFFIX}. both: each system runs its PLAINTEXT cluster, then a fresh "
+                        "SASL_SSL one, and the report gives every SASL_SSL row's ratio to the same row over PLAINTEXT")
     p.add_argument("--out", type=Path, help="report path (default bench/results/<date>.md)")
     args = p.parse_args(argv)
     if args.quick:
@@ -1016,6 +1291,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error(f"--only names no workload: expected some of {','.join(WORKLOADS)}")
         if unknown := [w for w in args.only if w not in WORKLOADS]:
             p.error(f"unknown workload(s) {unknown}: expected some of {','.join(WORKLOADS)}")
+    args.securities = ["plaintext", "sasl_ssl"] if args.security == "both" else [args.security]
+    if "sasl_ssl" in args.securities and not set(args.only or WORKLOADS) & set(SECURE_WORKLOADS):
+        p.error(f"--security {args.security} measures only {','.join(SECURE_WORKLOADS)} over SASL_SSL, and --only "
+                f"names neither of them")
     if args.baseline and "kafka" in args.systems:
         p.error("--baseline replaces the Kafka run: use it with --systems keel")
     return args
@@ -1030,6 +1309,10 @@ def main() -> int:
     results = Results()
     results.facts.update(date=date, machine=machine())
     keel_binary = Path(os.environ.get("KEEL_BIN", REPO / "target" / "release" / "keel"))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    securities = [Security(s, CACHE if s == "plaintext" else CACHE / s, args.idempotence == "off")
+                  for s in args.securities]
+    results.facts["security"] = {s.protocol: s.describe() for s in securities}
     tools = KafkaTools()
     bench = Bench(args, tools, keel_binary, results)
     baseline_title = None
@@ -1053,15 +1336,20 @@ def main() -> int:
     ceilings(results, CACHE / "scratch", 256 if args.quick else 2048)
     systems = []
     for name in names:
-        run_dir = CACHE / "run" / name
-        system = Kafka(run_dir, tools, args.kafka_heap) if name == "kafka" else Keel(run_dir, tools, keel_binary)
-        systems.append(system)
-        try:
-            bench.run_all(system)
-        except Exception as e:
-            log(f"{system.name}: run aborted: {e}")
-            results.facts[f"{system.name}_aborted"] = str(e)
-            system.stop()
+        # With --security both: the PLAINTEXT cluster, stopped and deleted, then a SASL_SSL one.
+        for security in securities:
+            run_dir = CACHE / "run" / (name if not security.secure else f"{name}-{security.name}")
+            system = (Kafka(run_dir, tools, security, args.kafka_heap) if name == "kafka"
+                      else Keel(run_dir, tools, security, keel_binary))
+            systems.append(system)
+            try:
+                bench.run_all(system)
+            except Exception as e:
+                log(f"{system.name} ({security.protocol}): run aborted: {e}")
+                results.facts[f"{system.name}{security.suffix}_aborted"] = str(e)
+                results.facts.setdefault("failures", []).append(
+                    f"{system.name} ({security.protocol}): run aborted: {e}")
+                system.stop()
     (out_md.with_suffix(".json")).write_text(json.dumps(results.to_json(), indent=1))
     if baseline_title:
         systems.insert(0, type("Baseline", (), {"name": "kafka", "title": baseline_title})())
