@@ -66,6 +66,8 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::OffsetDelete, 0, 0),
+    range(ApiKey::DescribeUserScramCredentials, 0, 0),
+    range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::DescribeCluster, 0, 2),
     range(ApiKey::DescribeProducers, 0, 0),
     range(ApiKey::ListConfigResources, 0, 1),
@@ -85,6 +87,8 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::DescribeUserScramCredentials, 0, 0),
+    range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::AlterPartition, 2, 3),
     range(ApiKey::FetchSnapshot, 0, 1),
     range(ApiKey::DescribeCluster, 0, 2),
@@ -262,6 +266,8 @@ mod tests {
             ApiKey::DescribeGroups => both!(DescribeGroupsRequest, DescribeGroupsResponse),
             ApiKey::ListGroups => both!(ListGroupsRequest, ListGroupsResponse),
             ApiKey::ApiVersions => both!(ApiVersionsRequest, ApiVersionsResponse),
+            ApiKey::SaslHandshake => both!(SaslHandshakeRequest, SaslHandshakeResponse),
+            ApiKey::SaslAuthenticate => both!(SaslAuthenticateRequest, SaslAuthenticateResponse),
             ApiKey::CreateTopics => both!(CreateTopicsRequest, CreateTopicsResponse),
             ApiKey::DeleteTopics => both!(DeleteTopicsRequest, DeleteTopicsResponse),
             ApiKey::InitProducerId => both!(InitProducerIdRequest, InitProducerIdResponse),
@@ -284,6 +290,14 @@ mod tests {
                 )
             }
             ApiKey::OffsetDelete => both!(OffsetDeleteRequest, OffsetDeleteResponse),
+            ApiKey::DescribeUserScramCredentials => both!(
+                DescribeUserScramCredentialsRequest,
+                DescribeUserScramCredentialsResponse
+            ),
+            ApiKey::AlterUserScramCredentials => both!(
+                AlterUserScramCredentialsRequest,
+                AlterUserScramCredentialsResponse
+            ),
             ApiKey::DescribeCluster => both!(DescribeClusterRequest, DescribeClusterResponse),
             ApiKey::DescribeProducers => {
                 both!(DescribeProducersRequest, DescribeProducersResponse)
@@ -339,6 +353,7 @@ mod tests {
         (ApiKey::SyncGroup, 0, 5),
         (ApiKey::DescribeGroups, 0, 6),
         (ApiKey::ListGroups, 0, 5),
+        (ApiKey::SaslHandshake, 0, 1),
         (ApiKey::ApiVersions, 0, 5),
         (ApiKey::CreateTopics, 2, 7),
         (ApiKey::DeleteTopics, 1, 6),
@@ -350,11 +365,14 @@ mod tests {
         (ApiKey::DescribeConfigs, 1, 4),
         (ApiKey::AlterConfigs, 0, 2),
         (ApiKey::DescribeLogDirs, 1, 5),
+        (ApiKey::SaslAuthenticate, 0, 2),
         (ApiKey::CreatePartitions, 0, 3),
         (ApiKey::DeleteGroups, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
         (ApiKey::OffsetDelete, 0, 0),
+        (ApiKey::DescribeUserScramCredentials, 0, 0),
+        (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::DescribeCluster, 0, 2),
         (ApiKey::DescribeProducers, 0, 0),
         (ApiKey::ListConfigResources, 0, 1),
@@ -364,12 +382,16 @@ mod tests {
     /// The same for the controller listener (requests whose `listeners` name "controller").
     const KAFKA_4_4_CONTROLLER: &[(ApiKey, i16, i16)] = &[
         (ApiKey::Fetch, 4, 18),
+        (ApiKey::SaslHandshake, 0, 1),
         (ApiKey::ApiVersions, 0, 5),
         (ApiKey::CreateTopics, 2, 7),
         (ApiKey::DeleteTopics, 1, 6),
+        (ApiKey::SaslAuthenticate, 0, 2),
         (ApiKey::CreatePartitions, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
+        (ApiKey::DescribeUserScramCredentials, 0, 0),
+        (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::AlterPartition, 2, 3),
         (ApiKey::FetchSnapshot, 0, 1),
         (ApiKey::DescribeCluster, 0, 2),

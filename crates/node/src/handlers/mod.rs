@@ -24,6 +24,7 @@ mod offsets;
 mod produce;
 pub mod refusals;
 pub(crate) mod replica_log_info;
+pub(crate) mod scram_credentials;
 
 use std::sync::Arc;
 
@@ -116,6 +117,12 @@ pub async fn dispatch(
         Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, r))?,
         Request::ListConfigResources(r) => {
             encode(&list_config_resources::handle(broker, r, version))?
+        }
+        Request::DescribeUserScramCredentials(r) => {
+            encode(&scram_credentials::describe(broker, r))?
+        }
+        Request::AlterUserScramCredentials(r) => {
+            encode(&scram_credentials::alter(broker, r, version).await)?
         }
     };
     Ok(Reply::Send(bytes))

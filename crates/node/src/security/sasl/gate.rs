@@ -366,7 +366,15 @@ impl SaslGate {
                 )
             })
         };
-        let fail = |failure: Failure| {
+        let reauthenticating = previous.is_some();
+        let fail = |mut failure: Failure| {
+            // Kafka's generic message names the re-authentication when it is one
+            // (`ReauthInfo.authenticationOrReauthenticationText`).
+            if reauthenticating
+                && failure.client_message == super::invalid_credentials_message(&mechanism, false)
+            {
+                failure.client_message = super::invalid_credentials_message(&mechanism, true);
+            }
             (
                 Verdict::Fail {
                     answer: failure_answer(&failure.client_message),
