@@ -15,12 +15,13 @@ use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest,
     AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
     BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
-    DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-    FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -67,6 +68,7 @@ pub enum Request {
     OffsetDelete(OffsetDeleteRequest),
     DescribeProducers(DescribeProducersRequest),
     ListConfigResources(ListConfigResourcesRequest),
+    DescribeClientQuotas(DescribeClientQuotasRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
@@ -291,6 +293,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         }
         ApiKey::ListConfigResources => {
             Request::ListConfigResources(ListConfigResourcesRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeClientQuotas => {
+            Request::DescribeClientQuotas(DescribeClientQuotasRequest::decode(buf, version)?)
         }
         ApiKey::DescribeUserScramCredentials => Request::DescribeUserScramCredentials(
             DescribeUserScramCredentialsRequest::decode(buf, version)?,

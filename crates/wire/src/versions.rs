@@ -66,6 +66,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::OffsetDelete, 0, 0),
+    range(ApiKey::DescribeClientQuotas, 0, 1),
     range(ApiKey::DescribeUserScramCredentials, 0, 0),
     range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::DescribeCluster, 0, 2),
@@ -290,6 +291,9 @@ mod tests {
                 )
             }
             ApiKey::OffsetDelete => both!(OffsetDeleteRequest, OffsetDeleteResponse),
+            ApiKey::DescribeClientQuotas => {
+                both!(DescribeClientQuotasRequest, DescribeClientQuotasResponse)
+            }
             ApiKey::DescribeUserScramCredentials => both!(
                 DescribeUserScramCredentialsRequest,
                 DescribeUserScramCredentialsResponse
@@ -371,6 +375,7 @@ mod tests {
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
         (ApiKey::OffsetDelete, 0, 0),
+        (ApiKey::DescribeClientQuotas, 0, 1),
         (ApiKey::DescribeUserScramCredentials, 0, 0),
         (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::DescribeCluster, 0, 2),

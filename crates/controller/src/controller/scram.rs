@@ -313,13 +313,15 @@ mod tests {
     fn refusals_in_kafkas_order() {
         let mut c = Controller::new(ControllerConfig::new("c"));
         run(&mut c, &[], &[upsert("carol", 1, 4096)]);
-        let cases: Vec<(
-            &str,
+        /// (case, deletions, upsertions, expected code, expected message)
+        type Case = (
+            &'static str,
             Vec<ScramDeletion>,
             Vec<ScramUpsertion>,
             ErrorCode,
-            &str,
-        )> = vec![
+            &'static str,
+        );
+        let cases: Vec<Case> = vec![
             (
                 "empty name",
                 vec![],

@@ -99,7 +99,7 @@ impl ControllerCredentials {
         let _ = self.machine.set(machine);
     }
 
-    fn from_bootstrap(
+    fn bootstrap_credential(
         &self,
         user: &str,
         mechanism: &str,
@@ -117,9 +117,9 @@ impl crate::security::sasl::Credentials for ControllerCredentials {
         match self.machine.get() {
             Some(machine) => machine.with_image(|image| match image.last_applied() {
                 Some(_) => crate::security::sasl::image_scram(image, user, mechanism),
-                None => self.from_bootstrap(user, mechanism),
+                None => self.bootstrap_credential(user, mechanism),
             }),
-            None => self.from_bootstrap(user, mechanism),
+            None => self.bootstrap_credential(user, mechanism),
         }
     }
 }

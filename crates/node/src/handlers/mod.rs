@@ -3,6 +3,7 @@
 
 mod acls;
 mod api_versions;
+mod client_quotas;
 mod configs;
 mod create_partitions;
 mod create_topics;
@@ -118,6 +119,7 @@ pub async fn dispatch(
         Request::ListConfigResources(r) => {
             encode(&list_config_resources::handle(broker, r, version))?
         }
+        Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(r))?,
         Request::DescribeUserScramCredentials(r) => {
             encode(&scram_credentials::describe(broker, r))?
         }

@@ -19,10 +19,11 @@ use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
     AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
     CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse,
-    DeleteTopicsResponse, DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse,
-    DescribeGroupsResponse, DescribeLogDirsResponse, DescribeProducersResponse,
-    DescribeTopicPartitionsResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
-    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    DeleteTopicsResponse, DescribeAclsResponse, DescribeClientQuotasResponse,
+    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
+    DescribeUserScramCredentialsResponse, ElectLeadersResponse, FetchResponse,
+    FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
     InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListConfigResourcesResponse,
     ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetCommitResponse,
     OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
@@ -115,6 +116,7 @@ top_level! {
     HeartbeatResponse => |_r| None;
     ListGroupsResponse => |_r| None;
     DescribeClusterResponse => |r| r.error_message.as_ref();
+    DescribeClientQuotasResponse => |r| r.error_message.as_ref();
     DescribeAclsResponse => |r| r.error_message.as_ref();
     ListConfigResourcesResponse => |_r| None;
 }

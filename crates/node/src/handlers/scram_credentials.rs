@@ -41,16 +41,19 @@ pub(crate) fn describe_from(
             let result = DescribeUserScramCredentialsResult::default()
                 .with_user(StrBytes::from_string(d.user));
             match d.credentials {
-                Ok(credentials) => result.with_error_code(0).with_credential_infos(
-                    credentials
-                        .into_iter()
-                        .map(|(mechanism, iterations)| {
-                            CredentialInfo::default()
-                                .with_mechanism(mechanism.type_id())
-                                .with_iterations(iterations)
-                        })
-                        .collect(),
-                ),
+                Ok(credentials) => result
+                    .with_error_code(0)
+                    .with_error_message(None)
+                    .with_credential_infos(
+                        credentials
+                            .into_iter()
+                            .map(|(mechanism, iterations)| {
+                                CredentialInfo::default()
+                                    .with_mechanism(mechanism.type_id())
+                                    .with_iterations(iterations)
+                            })
+                            .collect(),
+                    ),
                 Err(e) => result
                     .with_error_code(e.code.code())
                     .with_error_message(Some(StrBytes::from_string(e.message))),
@@ -59,6 +62,7 @@ pub(crate) fn describe_from(
         .collect();
     DescribeUserScramCredentialsResponse::default()
         .with_error_code(0)
+        .with_error_message(None)
         .with_results(results)
 }
 

@@ -392,16 +392,20 @@ impl ServerMechanism for ScramServer {
     }
 }
 
+/// What the server holds between its first and the client's last message.
+struct AwaitingFinal {
+    first: ClientFirst,
+    server_first: String,
+    nonce: String,
+    credential: ScramCredentialData,
+    /// Whether `credential` is the user's (false: made up for an unknown user; no proof can
+    /// match).
+    known: bool,
+}
+
 enum ServerState {
     ClientFirst,
-    ClientFinal {
-        first: ClientFirst,
-        server_first: String,
-        nonce: String,
-        credential: ScramCredentialData,
-        /// Whether `credential` is made up (an unknown user: no proof can match).
-        known: bool,
-    },
+    ClientFinal(Box<AwaitingFinal>),
     Done,
 }
 
@@ -476,25 +480,25 @@ impl ScramServerExchange {
             credential.iterations
         );
         let answer = server_first.clone().into_bytes();
-        self.state = ServerState::ClientFinal {
+        self.state = ServerState::ClientFinal(Box::new(AwaitingFinal {
             first,
             server_first,
             nonce,
             credential,
             known,
-        };
+        }));
         Ok(answer)
     }
 
-    fn client_final(
-        &mut self,
-        token: &[u8],
-        first: &ClientFirst,
-        server_first: &str,
-        nonce: &str,
-        credential: &ScramCredentialData,
-        known: bool,
-    ) -> Result<Step, Failure> {
+    fn client_final(&mut self, token: &[u8], awaiting: &AwaitingFinal) -> Result<Step, Failure> {
+        let AwaitingFinal {
+            first,
+            server_first,
+            nonce,
+            credential,
+            known,
+        } = awaiting;
+        let (known, nonce) = (*known, nonce.as_str());
         let m = self.mechanism;
         let user = &first.username;
         let text = std::str::from_utf8(token)
@@ -553,13 +557,7 @@ impl ServerExchange for ScramServerExchange {
         let state = std::mem::replace(&mut self.state, ServerState::Done);
         match state {
             ServerState::ClientFirst => self.client_first(token).map(Step::Challenge),
-            ServerState::ClientFinal {
-                first,
-                server_first,
-                nonce,
-                credential,
-                known,
-            } => self.client_final(token, &first, &server_first, &nonce, &credential, known),
+            ServerState::ClientFinal(awaiting) => self.client_final(token, &awaiting),
             ServerState::Done => Err(Failure::new(format!(
                 "Unexpected challenge in Sasl server state COMPLETE or FAILED ({})",
                 self.mechanism
