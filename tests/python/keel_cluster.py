@@ -25,7 +25,7 @@ from typing import Callable, Iterable, NamedTuple
 import kafka_wire as w
 from clients import ADMIN_TIMEOUT_S, confluent_admin
 from confluent_kafka.admin import NewTopic
-from keel_broker import (CONTROLLER_READY_RE, READY_TIMEOUT_S, Broker, BrokerError, keel_bin)
+from keel_broker import (CONTROLLER_READY_RE, READY_TIMEOUT_S, Broker, BrokerError, free_port, keel_bin)
 
 CONTROLLER_ID = 100
 WAIT_TIMEOUT_S = 30.0
@@ -165,6 +165,38 @@ class Cluster:
 
     def broker(self, i: int) -> Node:
         return self.nodes[i]
+
+    def secure_internals(self, pki_dir: Path) -> "Cluster":
+        """Before start(): every connection inside the cluster speaks SASL_SSL — the controllers'
+        listener (Raft, brokers to controllers) and a second broker listener, INTERNAL, for
+        replication — with a certificate per node from one throwaway CA (tls_certs.Pki) and a
+        PLAIN user per role; clients keep the PLAINTEXT listener the harness talks to."""
+        from tls_certs import Pki
+        from sasl_config import plain_jaas
+        pki = Pki(pki_dir)
+        users = {"controller": "controller-secret", "broker": "broker-secret"}
+        common = {"ssl.truststore.location": str(pki.ca_file), "sasl.enabled.mechanisms": "PLAIN",
+                  "sasl.mechanism.controller.protocol": "PLAIN"}
+        for ctl in self.controllers:
+            ctl.config.update({
+                **common,
+                "ssl.keystore.location": str(pki.issue(f"controller-{ctl.node_id}", f"controller-{ctl.node_id}")),
+                "listener.security.protocol.map": "CONTROLLER:SASL_SSL",
+                "listener.name.controller.plain.sasl.jaas.config": plain_jaas("controller", users["controller"], users),
+            })
+        for node in self.nodes:
+            node.internal_port = free_port()
+            node.config.update({
+                **common,
+                "ssl.keystore.location": str(pki.issue(f"broker-{node.node_id}", f"broker-{node.node_id}")),
+                "listeners": f"PLAINTEXT://127.0.0.1:{node.port},INTERNAL://127.0.0.1:{node.internal_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL,CONTROLLER:SASL_SSL",
+                "inter.broker.listener.name": "INTERNAL",
+                "sasl.mechanism.inter.broker.protocol": "PLAIN",
+                "listener.name.internal.plain.sasl.jaas.config": plain_jaas("broker", users["broker"], users),
+                "listener.name.controller.plain.sasl.jaas.config": plain_jaas("broker", users["broker"]),
+            })
+        return self
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> "Cluster":
         """Starts the controllers, then every broker at once; returns when all printed their ready

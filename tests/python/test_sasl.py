@@ -21,19 +21,11 @@ import pytest
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, BrokerError, free_port, retire
 from test_tls import confluent_round_trip, java_check, metric
+from sasl_config import PLAIN_MODULE, plain_jaas
 from tls_certs import Pki
 
 WAIT_S = 60
-PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-
-
-def plain_jaas(username: str | None = None, password: str | None = None, users: dict[str, str] | None = None) -> str:
-    options = []
-    if username is not None:
-        options += [f'username="{username}"', f'password="{password}"']
-    options += [f'user_{u}="{p}"' for u, p in (users or {}).items()]
-    return f"{PLAIN_MODULE} required {' '.join(options)};"
 
 
 def start_sasl_broker(tmp_path_factory, name: str, **extra: str) -> tuple[Broker, Pki, str, str]:
@@ -111,6 +103,75 @@ def test_plain_over_sasl_plaintext_and_sasl_ssl_with_three_clients(tmp_path_fact
                                  (sasl_ssl_bootstrap, java_sasl("alice", "alice-secret", pki))):
             run = java_check(bootstrap, props, unique_topic("sasl-java"), b.workdir)
             assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    finally:
+        retire(b)
+
+
+def test_keel_commands_take_a_command_config(tmp_path_factory):
+    """`keel topics` / `keel groups` / `keel status` with `--command-config FILE` (Kafka's client
+    settings) work against a SASL_SSL listener; without it, or with a wrong password, they fail
+    in one line that says why."""
+    import subprocess
+    from keel_broker import keel_bin
+    b, pki, _, sasl_ssl_bootstrap = start_sasl_broker(tmp_path_factory, "sasl-cli")
+    try:
+        props = b.workdir / "client.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("admin", "admin-secret", pki).items()))
+        topic = unique_topic("sasl-cli")
+
+        def keel(*args, config=props):
+            extra = ["--command-config", str(config)] if config else []
+            return subprocess.run([str(keel_bin()), *args, "--bootstrap-server", sasl_ssl_bootstrap, *extra,
+                                   "--api-timeout-ms", "5000"], capture_output=True, text=True, timeout=60)
+
+        created = keel("topics", "create", topic, "--partitions", "2")
+        assert created.returncode == 0, created.stderr
+        listed = keel("topics", "list")
+        assert listed.returncode == 0 and topic in listed.stdout, listed.stdout + listed.stderr
+        assert keel("status").returncode == 0
+        assert keel("groups", "list").returncode == 0
+        plain = keel("topics", "list", config=None)
+        assert plain.returncode != 0 and len(plain.stderr.strip().splitlines()) == 1, plain.stderr
+        wrong = b.workdir / "wrong.properties"
+        wrong.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("admin", "nope", pki).items()))
+        refused = keel("topics", "list", config=wrong)
+        assert refused.returncode != 0 and "Invalid username or password" in refused.stderr, refused.stderr
+    finally:
+        retire(b)
+
+
+def test_kafkas_own_tools_over_sasl_ssl(tmp_path_factory):
+    """Kafka 4.1's kafka-topics (--command-config), kafka-console-producer (--producer.config) and
+    kafka-console-consumer (--consumer.config) against the SASL_SSL listener, with the same
+    client properties file."""
+    import subprocess
+    from test_kafka_tools import JVM_FLAGS, TOPIC_COMMAND, build_tools
+    tools = build_tools()
+    b, pki, _, sasl_ssl_bootstrap = start_sasl_broker(tmp_path_factory, "sasl-tools")
+    try:
+        props = b.workdir / "client.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("alice", "alice-secret", pki).items()))
+        topic = unique_topic("sasl-tools")
+        tools.ok(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(props),
+                 "--create", "--topic", topic, "--partitions", "1", "--replication-factor", "1")
+        listed = tools.ok(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(props),
+                          "--list")
+        assert topic in listed.out.split(), listed.report()
+        lines = "".join(f"line-{i}\n" for i in range(10))
+        produced = subprocess.run(["java", *JVM_FLAGS, "-cp", tools.classpath, "org.apache.kafka.tools.ConsoleProducer",
+                                   "--bootstrap-server", sasl_ssl_bootstrap, "--topic", topic,
+                                   "--producer.config", str(props)],
+                                  input=lines, capture_output=True, text=True, timeout=120)
+        assert produced.returncode == 0, produced.stderr[-3000:]
+        consumed = tools.ok("org.apache.kafka.tools.consumer.ConsoleConsumer", "--bootstrap-server",
+                            sasl_ssl_bootstrap, "--topic", topic, "--from-beginning", "--max-messages", "10",
+                            "--consumer.config", str(props), "--timeout-ms", "30000")
+        assert consumed.out.split() == [f"line-{i}" for i in range(10)], consumed.report()
+        wrong = b.workdir / "wrong.properties"
+        wrong.write_text("".join(f"{k}={v}\n" for k, v in java_sasl("alice", "nope", pki).items()))
+        refused = tools.run(TOPIC_COMMAND, "--bootstrap-server", sasl_ssl_bootstrap, "--command-config", str(wrong),
+                            "--list")
+        assert refused.code != 0 and "Authentication failed" in refused.out + refused.err, refused.report()
     finally:
         retire(b)
 
@@ -213,6 +274,35 @@ def test_sessions_are_renewed_in_band_and_expire_for_clients_that_do_not(tmp_pat
         run = java_check(sasl_bootstrap, java_sasl("alice", "alice-secret"), unique_topic("sasl-reauth-java"),
                          b.workdir, records=30)
         assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:]
+    finally:
+        retire(b)
+
+
+def test_a_session_that_is_not_renewed_ends(tmp_path_factory):
+    """KIP-368 from the other side: a client that authenticated with SaslAuthenticate v0 (it
+    cannot re-authenticate) is told no lifetime but still loses its connection at the first
+    request after connections.max.reauth.ms; one with v1 is told the lifetime, and its request
+    after it without re-authenticating closes the connection too (KafkaChannel's expiry)."""
+    import kafka_wire as kw
+    b, _, sasl_bootstrap, _ = start_sasl_broker(
+        tmp_path_factory, "sasl-expiry", **{"listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "2000"})
+    try:
+        for version in (0, 1):
+            with kw.RawConnection.to(sasl_bootstrap) as conn:
+                r = conn.call(17, 1, kw.Writer().string("PLAIN").getvalue())  # SaslHandshake v1
+                assert r.int16() == 0
+                token = b"\0alice\0alice-secret"
+                r = conn.call(36, version, kw.Writer().bytes_(token).getvalue())  # SaslAuthenticate
+                assert r.int16() == 0, "authentication failed"
+                r.string()
+                r.bytes_()
+                if version >= 1:
+                    assert r.int64() == 2000  # session_lifetime_ms
+                kw.metadata_v7(conn, [])  # served within the session
+                time.sleep(2.5)
+                conn.send(kw.request(3, 7, 99, kw.Writer().int32(0).boolean(False).getvalue()))
+                assert conn.wait_closed() == b"", "a request after the session ended was answered"
+        assert "expired" in b.log_text()
     finally:
         retire(b)
 

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use keel_node::client::Connection;
-use keel_node::net::{BoxStream, TcpNetwork};
+use keel_node::net::{BoxStream, Network, TcpNetwork};
 use keel_wire::kafka_protocol::messages::create_topics_request::{
     CreatableTopic, CreatableTopicConfig,
 };
@@ -60,6 +60,52 @@ pub struct Bootstrap {
         global = true
     )]
     api_timeout_ms: u64,
+    /// Client settings for the connections, as Kafka's tools take them: `security.protocol`,
+    /// `ssl.truststore.location`, `ssl.keystore.location`, `sasl.mechanism`,
+    /// `sasl.jaas.config`, ... (a `.properties` file).
+    #[arg(long = "command-config", value_name = "FILE", global = true)]
+    command_config: Option<std::path::PathBuf>,
+}
+
+impl Bootstrap {
+    /// Makes every connection of this command use `--command-config`'s security settings.
+    pub fn install_network(&self) -> anyhow::Result<()> {
+        install_client_network(self.command_config.as_deref())
+    }
+}
+
+/// The network the admin commands and `keel bench` connect over: TCP, with the TLS and SASL
+/// settings of `--command-config` (set once per process, before the command runs).
+static CLIENT_NETWORK: std::sync::OnceLock<std::sync::Arc<dyn Network>> =
+    std::sync::OnceLock::new();
+
+/// Sets the client network from the properties file at `path` (plain TCP without one).
+pub fn install_client_network(path: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let network: std::sync::Arc<dyn Network> = match path {
+        None => std::sync::Arc::new(TcpNetwork),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --command-config {}", path.display()))?;
+            let props = keel_node::config::parse_properties(&text)
+                .with_context(|| format!("--command-config {}", path.display()))?;
+            std::sync::Arc::new(
+                keel_node::security::SecureNetwork::for_client(
+                    std::sync::Arc::new(TcpNetwork),
+                    &props,
+                )
+                .with_context(|| format!("--command-config {}", path.display()))?,
+            )
+        }
+    };
+    let _ = CLIENT_NETWORK.set(network);
+    Ok(())
+}
+
+/// The network of this command's connections ([`install_client_network`]; TCP if not set).
+pub(crate) fn network() -> &'static dyn Network {
+    CLIENT_NETWORK
+        .get_or_init(|| std::sync::Arc::new(TcpNetwork))
+        .as_ref()
 }
 
 /// Kafka's admin client `default.api.timeout.ms`.
@@ -323,7 +369,7 @@ pub(crate) fn check(code: i16, message: Option<&StrBytes>, what: &str) -> anyhow
 }
 
 pub(crate) async fn connect(bootstrap: &Bootstrap) -> anyhow::Result<Conn> {
-    Connection::connect(&TcpNetwork, &bootstrap.bootstrap, "keel-admin")
+    Connection::connect(network(), &bootstrap.bootstrap, "keel-admin")
         .await
         .with_context(|| format!("cannot reach a broker at {}", bootstrap.bootstrap))
 }
@@ -934,7 +980,7 @@ async fn log_dir_problems(
     let (mut offline, mut quarantined, mut unreachable) = (Vec::new(), Vec::new(), Vec::new());
     for (id, address) in brokers {
         let described = async {
-            let mut conn = Connection::connect(&TcpNetwork, address, "keel-admin").await?;
+            let mut conn = Connection::connect(network(), address, "keel-admin").await?;
             let response: DescribeLogDirsResponse = call(
                 &mut conn,
                 ApiKey::DescribeLogDirs,

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use clap::Args;
 use keel_log::batch::BatchIter;
 use keel_node::client::Connection;
-use keel_node::net::{BoxStream, TcpNetwork};
+use keel_node::net::BoxStream;
 use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use keel_wire::kafka_protocol::messages::list_offsets_request::{
@@ -40,6 +40,10 @@ pub struct BenchArgs {
     /// A broker to start from (`host:port`).
     #[arg(long, default_value = "localhost:9092")]
     bootstrap: String,
+    /// Client security settings (`security.protocol`, `ssl.*`, `sasl.*`), as Kafka's tools
+    /// take them.
+    #[arg(long = "command-config", value_name = "FILE")]
+    command_config: Option<std::path::PathBuf>,
     /// Topic to use; created if missing. Default: a fresh `keel-bench-<millis>`.
     #[arg(long)]
     topic: Option<String>,
@@ -94,6 +98,7 @@ fn parse_acks(text: &str) -> anyhow::Result<i16> {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    crate::admin::install_client_network(args.command_config.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -117,7 +122,7 @@ async fn bench(args: BenchArgs) -> anyhow::Result<()> {
             .map_or(0, |d| d.as_millis());
         format!("keel-bench-{millis}")
     });
-    let mut admin = Connection::connect(&TcpNetwork, &args.bootstrap, "keel-bench")
+    let mut admin = Connection::connect(crate::admin::network(), &args.bootstrap, "keel-bench")
         .await
         .with_context(|| format!("cannot connect to {}", args.bootstrap))?;
     if args.consume_only {
@@ -373,7 +378,8 @@ async fn catch_up(
     }
     let (mut start, mut expected) = (BTreeMap::new(), 0u64);
     for (addr, partitions) in by_leader {
-        let mut connection = Connection::connect(&TcpNetwork, addr, "keel-bench").await?;
+        let mut connection =
+            Connection::connect(crate::admin::network(), addr, "keel-bench").await?;
         let earliest = list_offsets(&mut connection, topic, &partitions, -2).await?;
         let latest = list_offsets(&mut connection, topic, &partitions, -1).await?;
         for p in partitions {
@@ -452,7 +458,7 @@ async fn produce(
         if !connections.contains_key(addr) {
             connections.insert(
                 addr.clone(),
-                Connection::connect(&TcpNetwork, addr, "keel-bench").await?,
+                Connection::connect(crate::admin::network(), addr, "keel-bench").await?,
             );
         }
     }
@@ -562,7 +568,7 @@ async fn end_to_end(
     record_bytes: usize,
     acks: i16,
 ) -> anyhow::Result<()> {
-    let mut producer = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
+    let mut producer = Connection::connect(crate::admin::network(), leader, "keel-bench").await?;
     let start = list_offsets(&mut producer, topic, &[0], -1).await?[&0];
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel::<(i64, Instant)>();
     let consumer = {
@@ -708,7 +714,7 @@ async fn follow(
     from: i64,
     seen: tokio::sync::mpsc::UnboundedSender<(i64, Instant)>,
 ) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&TcpNetwork, leader, "keel-bench").await?;
+    let mut connection = Connection::connect(crate::admin::network(), leader, "keel-bench").await?;
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
     let mut offsets = BTreeMap::from([(0, from)]);
     loop {
@@ -737,7 +743,7 @@ async fn consume_partitions(
     counted: Arc<std::sync::atomic::AtomicU64>,
     expected: u64,
 ) -> anyhow::Result<()> {
-    let mut connection = Connection::connect(&TcpNetwork, addr, "keel-bench").await?;
+    let mut connection = Connection::connect(crate::admin::network(), addr, "keel-bench").await?;
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut idle_rounds = 0;

@@ -12,7 +12,6 @@ use anyhow::{bail, Context};
 use clap::Subcommand;
 use keel_node::client::Connection;
 use keel_node::coordinator::consumer_protocol::assignment_partitions;
-use keel_node::net::TcpNetwork;
 use keel_wire::kafka_protocol::messages::list_offsets_request::{
     ListOffsetsPartition, ListOffsetsTopic,
 };
@@ -131,7 +130,7 @@ async fn log_offsets(
         let leader = leaders
             .get(p)
             .with_context(|| format!("{topic}-{p} has no leader"))?;
-        let mut lc = Connection::connect(&TcpNetwork, leader, "keel-admin").await?;
+        let mut lc = Connection::connect(crate::admin::network(), leader, "keel-admin").await?;
         let request = ListOffsetsRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_topics(vec![ListOffsetsTopic::default()
@@ -170,7 +169,7 @@ async fn coordinator(conn: &mut Conn, group: &str) -> anyhow::Result<Conn> {
         &format!("the coordinator of group {group}"),
     )?;
     let address = format!("{}:{}", response.host.as_str(), response.port);
-    Connection::connect(&TcpNetwork, &address, "keel-admin")
+    Connection::connect(crate::admin::network(), &address, "keel-admin")
         .await
         .with_context(|| format!("cannot reach the coordinator at {address}"))
 }
@@ -314,7 +313,7 @@ pub async fn groups(bootstrap: Bootstrap, command: GroupsCommand) -> anyhow::Res
         GroupsCommand::List { json } => {
             let mut listed = Vec::new();
             for (id, address) in brokers(&mut conn).await? {
-                let mut bc = Connection::connect(&TcpNetwork, &address, "keel-admin")
+                let mut bc = Connection::connect(crate::admin::network(), &address, "keel-admin")
                     .await
                     .with_context(|| format!("cannot reach broker {id} at {address}"))?;
                 let response: ListGroupsResponse = call(

@@ -4,7 +4,9 @@
 mod admin;
 mod alloc_guard;
 mod bench;
+mod dev_secure;
 mod groups;
+mod records;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +92,10 @@ enum Command {
         /// Serve no metrics endpoint.
         #[arg(long)]
         no_metrics: bool,
+        /// SASL_SSL everywhere (clients, replication, controllers) with a throwaway CA and a
+        /// SCRAM-SHA-512 admin user made under <data-dir>/secure; prints the client settings.
+        #[arg(long)]
+        secure: bool,
     },
     /// Print a new random cluster id (Kafka's `kafka-storage.sh random-uuid`).
     #[command(alias = "random-uuid")]
@@ -123,6 +129,14 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: groups::GroupsCommand,
+    },
+    /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
+    /// kafka-delete-records.sh).
+    Records {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: records::RecordsCommand,
     },
     /// Partitions that are offline (and what each waits for), under min ISR or under-replicated.
     Status {
@@ -294,6 +308,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             overrides,
             metrics_port,
             no_metrics,
+            secure,
         } => {
             // Refused before anything is formatted (the nodes' configs check it again).
             let mut asked = BTreeMap::new();
@@ -305,22 +320,32 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
                 controllers,
                 &overrides,
                 (!no_metrics).then_some(metrics_port),
+                secure,
             )
         }
         Command::Bench(args) => bench::run(args),
         Command::Topics { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::topics(bootstrap, command))
         }
         Command::Groups { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
         }
+        Command::Records { bootstrap, command } => {
+            bootstrap.install_network()?;
+            admin_runtime()?.block_on(records::records(bootstrap, command))
+        }
         Command::Configs { bootstrap, command } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::configs(bootstrap, command))
         }
         Command::Elect { bootstrap, args } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::elect(bootstrap, args))
         }
         Command::Status { bootstrap, args } => {
+            bootstrap.install_network()?;
             admin_runtime()?.block_on(admin::status(bootstrap, args))
         }
         Command::Golden { files } => golden(&files),
@@ -536,6 +561,34 @@ fn spawn_signal_handler(shutdown: CancellationToken) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What a client of `keel dev --secure` needs, printed before the ready line.
+fn print_secure_settings(secure: &dev_secure::SecureDev, bootstrap: &str) {
+    eprintln!(
+        "keel: secure dev cluster: SASL_SSL with {} as user {} (throwaway CA and password in {})",
+        dev_secure::MECHANISM,
+        dev_secure::ADMIN_USER,
+        secure.dir.display()
+    );
+    eprintln!(
+        "keel: Kafka client properties (Java, Kafka's tools --command-config, keel --command-config), also in {}:",
+        secure.dir.join("client.properties").display()
+    );
+    for line in secure.client_properties().lines() {
+        eprintln!("    {line}");
+    }
+    eprintln!(
+        "keel: librdkafka (confluent-kafka, kcat), also in {}:",
+        secure.dir.join("librdkafka.properties").display()
+    );
+    for line in secure.librdkafka_properties().lines() {
+        eprintln!("    {line}");
+    }
+    eprintln!(
+        "keel: e.g. target/release/keel topics list --bootstrap-server {bootstrap} --command-config {}",
+        secure.dir.join("client.properties").display()
+    );
+}
+
 /// SIGHUP reloads every TLS keystore and truststore (certificate rotation without a restart).
 fn spawn_reload_handler(reload: keel_node::security::TlsReload) -> anyhow::Result<()> {
     use tokio::signal::unix::{signal, SignalKind};
@@ -578,6 +631,7 @@ fn dev(
     controllers: u16,
     overrides: &[String],
     metrics_port: Option<Option<u16>>,
+    secure: bool,
 ) -> anyhow::Result<()> {
     let last_port = port.checked_add(DEV_BROKERS - 1).with_context(|| {
         format!(
@@ -614,6 +668,14 @@ fn dev(
             data_dir.display()
         );
     }
+    let secure = match secure {
+        true => Some(dev_secure::SecureDev::prepare(&data_dir)?),
+        false => None,
+    };
+    let broker_listener = match secure {
+        Some(_) => "SASL_SSL",
+        None => "PLAINTEXT",
+    };
     let cluster_id = match read_cluster_id(&controller_dir(DEV_CONTROLLER_ID))? {
         Some(id) => id,
         None => {
@@ -688,6 +750,13 @@ fn dev(
             );
             props.insert("default.replication.factor".to_string(), "3".to_string());
             props.insert("min.insync.replicas".to_string(), "2".to_string());
+            if let Some(secure) = &secure {
+                props.extend(secure.node_props());
+                props.insert(
+                    "inter.broker.listener.name".to_string(),
+                    broker_listener.to_string(),
+                );
+            }
             if let Some(voters) = voters {
                 props.insert("controller.quorum.voters".to_string(), voters.to_string());
             }
@@ -800,8 +869,11 @@ fn dev(
             props.insert("log.dirs".to_string(), log_dir.display().to_string());
             props.insert(
                 "listeners".to_string(),
-                format!("PLAINTEXT://127.0.0.1:{}", port + index),
+                format!("{broker_listener}://127.0.0.1:{}", port + index),
             );
+            if let Some(secure) = &secure {
+                props.extend(secure.node_props());
+            }
             props.insert("controller.quorum.voters".to_string(), voters.clone());
             props.insert(
                 "controller.listener.names".to_string(),
@@ -878,6 +950,9 @@ fn dev(
                 DEV_BROKERS - 1,
                 data_dir.display()
             );
+            if let Some(secure) = &secure {
+                print_secure_settings(secure, &bootstrap.join(","));
+            }
             eprintln!("keel: ready bootstrap.servers={}", bootstrap.join(","));
             if let Some(bound) = metrics_bound {
                 eprintln!("keel: metrics: http://127.0.0.1:{bound}/metrics");

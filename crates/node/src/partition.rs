@@ -31,8 +31,9 @@ pub struct AppendResult {
 /// The replica's role, from metadata.
 #[derive(Debug)]
 pub enum Replica {
-    /// This broker leads the partition.
-    Leader(LeaderPartition),
+    /// This broker leads the partition (boxed: the leader's state is several times the
+    /// follower's).
+    Leader(Box<LeaderPartition>),
     /// This broker follows the leader named by metadata (or waits for one).
     Follower(FollowerPartition),
 }
@@ -90,6 +91,10 @@ impl StorageHealth {
 /// A waiting acks=all produce: answered when the leader core completes its request id.
 pub type ProduceWaiter = oneshot::Sender<Result<(), ErrorCode>>;
 
+/// A waiting DeleteRecords: answered with the low watermark when the leader core completes its
+/// request id.
+pub type DeleteWaiter = oneshot::Sender<Result<Offset, ErrorCode>>;
+
 /// A hosted partition.
 #[derive(Debug)]
 pub struct Partition {
@@ -111,6 +116,7 @@ pub struct Partition {
     /// never): the damage is settled only by a newer partition state.
     damaged_at_partition_epoch: AtomicI64,
     waiters: Mutex<BTreeMap<RequestId, ProduceWaiter>>,
+    delete_waiters: Mutex<BTreeMap<RequestId, DeleteWaiter>>,
 }
 
 /// Why a partition operation did not happen.
@@ -134,7 +140,12 @@ impl Partition {
         replica: Replica,
         config: Arc<EffectiveTopicConfig>,
     ) -> Partition {
-        let high_watermark = high_watermark.0.clamp(0, log.log_end_offset().0);
+        // Kafka's UnifiedLog keeps log start offset ≤ high watermark ≤ log end offset: a high
+        // watermark checkpoint older than the log start offset's (which DeleteRecords writes at
+        // once) is raised to it.
+        let high_watermark = high_watermark
+            .0
+            .clamp(log.log_start_offset().0, log.log_end_offset().0);
         Partition {
             tp,
             topic_id,
@@ -147,6 +158,7 @@ impl Partition {
             health: AtomicU8::new(StorageHealth::Healthy.code()),
             damaged_at_partition_epoch: AtomicI64::new(i64::MIN),
             waiters: Mutex::new(BTreeMap::new()),
+            delete_waiters: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -275,10 +287,36 @@ impl Partition {
         }
     }
 
-    /// Answers every parked request with `error` (the partition is going away).
+    /// Parks a DeleteRecords request's answer.
+    pub fn add_delete_waiter(&self, request: RequestId, waiter: DeleteWaiter) {
+        self.delete_waiters
+            .lock()
+            .expect("waiter lock poisoned")
+            .insert(request, waiter);
+    }
+
+    /// Answers a parked DeleteRecords request (no-op if it is not parked here).
+    pub fn complete_delete_waiter(&self, request: RequestId, result: Result<Offset, ErrorCode>) {
+        let waiter = self
+            .delete_waiters
+            .lock()
+            .expect("waiter lock poisoned")
+            .remove(&request);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(result);
+        }
+    }
+
+    /// Answers every parked request — acks=all produces and DeleteRecords — with `error` (the
+    /// partition is going away).
     pub fn fail_all_waiters(&self, error: ErrorCode) {
         let waiters = std::mem::take(&mut *self.waiters.lock().expect("waiter lock poisoned"));
         for (_, waiter) in waiters {
+            let _ = waiter.send(Err(error));
+        }
+        let deletes =
+            std::mem::take(&mut *self.delete_waiters.lock().expect("waiter lock poisoned"));
+        for (_, waiter) in deletes {
             let _ = waiter.send(Err(error));
         }
     }

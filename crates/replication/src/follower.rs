@@ -6,6 +6,14 @@
 //! - Records → the shell appends them as follower and reports the new log end offset
 //!   ([`FollowerPartition::on_appended`]); the follower high watermark is
 //!   min(leader high watermark, log end offset).
+//! - The leader's log start offset in an answer → the follower's own log start offset moves up
+//!   to it (never past its high watermark), as Kafka's `ReplicaFetcherThread
+//!   .processPartitionData` does with `maybeIncrementLogStartOffset(leaderLogStartOffset)`: what
+//!   DeleteRecords removed on the leader goes from every replica.
+//! - `OFFSET_OUT_OF_RANGE` with the leader's log start offset above the follower's log end
+//!   offset → the follower's log is wholly below what the leader keeps: start over, empty, at the
+//!   leader's log start offset (Kafka's `AbstractFetcherThread.fetchOffsetAndTruncate`:
+//!   `truncateFullyAndStartAt(leaderStartOffset)`); otherwise back off and retry.
 //! - `DivergingEpoch` → truncate (never halt, KAFKA-3861), with Kafka's rule
 //!   (`AbstractFetcherThread.getOffsetTruncationState`): if the follower has the leader's
 //!   epoch, to the smaller of the leader's and its own end offset for it; if it only has an
@@ -28,6 +36,18 @@ pub enum FollowerCommand {
     /// Truncate the log (and its epoch cache) to end at this offset, before the next fetch.
     Truncate {
         /// The new log end offset.
+        to: Offset,
+    },
+    /// Delete the whole log and start it over, empty, at this offset (log start offset = log
+    /// end offset = high watermark = `offset`), before the next fetch.
+    TruncateFullyAndStartAt {
+        /// The new log start and end offset.
+        offset: Offset,
+    },
+    /// Move the log start offset up to this offset (a no-op if it is there already) and
+    /// delete the segments wholly below it.
+    IncrementLogStartOffset {
+        /// The leader's log start offset.
         to: Offset,
     },
     /// Append the records of the fetch response as follower, then call
@@ -75,10 +95,13 @@ pub struct FetchRequest {
 pub enum FetchState {
     /// Ready to fetch.
     Fetching,
-    /// Records are being appended; the leader's high watermark applies once they are.
+    /// Records are being appended; the leader's high watermark and log start offset apply once
+    /// they are.
     Appending {
         /// The leader's high watermark in the response.
         leader_high_watermark: Offset,
+        /// The leader's log start offset in the response.
+        leader_log_start_offset: Option<Offset>,
     },
     /// Waiting after an error.
     BackingOff {
@@ -99,6 +122,8 @@ pub struct FollowerPartition {
     leader_epoch: LeaderEpoch,
     log_end_offset: Offset,
     high_watermark: Offset,
+    /// The largest leader log start offset applied here (so each move is asked for once).
+    applied_log_start_offset: Offset,
     state: FetchState,
 }
 
@@ -126,6 +151,7 @@ impl FollowerPartition {
             leader_epoch,
             log_end_offset,
             high_watermark,
+            applied_log_start_offset: Offset(0),
             state: FetchState::AwaitingMetadata,
         };
         follower.set_leader(leader);
@@ -204,14 +230,24 @@ impl FollowerPartition {
             return Vec::new();
         }
         match *answer {
-            FetchAnswer::Records { high_watermark } if has_records => {
+            FetchAnswer::Records {
+                high_watermark,
+                log_start_offset,
+            } if has_records => {
                 self.state = FetchState::Appending {
                     leader_high_watermark: high_watermark,
+                    leader_log_start_offset: log_start_offset,
                 };
                 vec![FollowerCommand::AppendRecords]
             }
-            FetchAnswer::Records { high_watermark } => self.update_high_watermark(high_watermark),
+            FetchAnswer::Records {
+                high_watermark,
+                log_start_offset,
+            } => self.apply_leader_offsets(high_watermark, log_start_offset),
             FetchAnswer::DivergingEpoch { end, .. } => self.truncate(end, epochs, now_ms),
+            FetchAnswer::OffsetOutOfRange { log_start_offset } => {
+                self.on_out_of_range(log_start_offset, now_ms)
+            }
             FetchAnswer::Error(error) => self.on_error(error, now_ms),
         }
     }
@@ -223,6 +259,7 @@ impl FollowerPartition {
     ) -> Result<Vec<FollowerCommand>, ReplicationError> {
         let FetchState::Appending {
             leader_high_watermark,
+            leader_log_start_offset,
         } = self.state
         else {
             return Ok(Vec::new());
@@ -235,7 +272,7 @@ impl FollowerPartition {
         }
         self.log_end_offset = log_end_offset;
         self.state = FetchState::Fetching;
-        Ok(self.update_high_watermark(leader_high_watermark))
+        Ok(self.apply_leader_offsets(leader_high_watermark, leader_log_start_offset))
     }
 
     /// The fetch failed without an answer (connection lost, timeout): back off.
@@ -262,6 +299,46 @@ impl FollowerPartition {
         } else {
             Vec::new()
         }
+    }
+
+    /// The leader's high watermark, then its log start offset: moved up to only when it is at
+    /// or below the new follower high watermark (Kafka's `maybeIncrementLogStartOffset` refuses
+    /// a start past the high watermark; a later answer brings it again).
+    fn apply_leader_offsets(
+        &mut self,
+        leader_high_watermark: Offset,
+        leader_log_start_offset: Option<Offset>,
+    ) -> Vec<FollowerCommand> {
+        let mut commands = self.update_high_watermark(leader_high_watermark);
+        if let Some(start) = leader_log_start_offset {
+            if start > self.applied_log_start_offset && start <= self.high_watermark {
+                self.applied_log_start_offset = start;
+                commands.push(FollowerCommand::IncrementLogStartOffset { to: start });
+            }
+        }
+        commands
+    }
+
+    /// `OFFSET_OUT_OF_RANGE`: start over at the leader's log start offset when the whole local
+    /// log is below it; otherwise (a fetch offset beyond the leader's log end) back off.
+    fn on_out_of_range(
+        &mut self,
+        leader_log_start_offset: Option<Offset>,
+        now_ms: u64,
+    ) -> Vec<FollowerCommand> {
+        let Some(start) = leader_log_start_offset.filter(|s| *s > self.log_end_offset) else {
+            return self.back_off(now_ms);
+        };
+        self.log_end_offset = start;
+        self.applied_log_start_offset = start;
+        let mut commands = vec![FollowerCommand::TruncateFullyAndStartAt { offset: start }];
+        if self.high_watermark != start {
+            self.high_watermark = start;
+            commands.push(FollowerCommand::HighWatermarkUpdated {
+                high_watermark: start,
+            });
+        }
+        commands
     }
 
     fn update_high_watermark(&mut self, leader_high_watermark: Offset) -> Vec<FollowerCommand> {
@@ -392,6 +469,7 @@ mod tests {
         let req = f.fetch_request(&cache, 0).unwrap();
         let answer = FetchAnswer::Records {
             high_watermark: Offset(30),
+            log_start_offset: Some(Offset(0)),
         };
         assert_eq!(
             f.on_fetch_response(&req, &answer, true, &cache, 1),
@@ -492,6 +570,7 @@ mod tests {
                     replicas: vec![BrokerId(0), BrokerId(1)],
                     isr: [BrokerId(0)].into(),
                 },
+                log_start_offset: Offset(0),
                 log_end_offset: Offset(12),
                 leader_epoch_start_offset: Offset(8),
                 high_watermark: Offset(8),
@@ -517,6 +596,7 @@ mod tests {
             current_leader_epoch: Some(r.current_leader_epoch),
             fetch_offset: r.fetch_offset,
             last_fetched_epoch: r.last_fetched_epoch,
+            log_start_offset: Some(Offset(0)),
         };
         let req = f.fetch_request(&follower_cache, 1).unwrap();
         let out = leader.on_follower_fetch(&as_fetch(&req), &leader_cache, 1);
@@ -540,7 +620,8 @@ mod tests {
         assert_eq!(
             out.answer,
             FetchAnswer::Records {
-                high_watermark: Offset(8)
+                high_watermark: Offset(8),
+                log_start_offset: Some(Offset(0)),
             }
         );
         assert_eq!(
@@ -560,7 +641,6 @@ mod tests {
             (ErrorCode::FencedLeaderEpoch, true),
             (ErrorCode::NotLeaderOrFollower, false),
             (ErrorCode::UnknownLeaderEpoch, false),
-            (ErrorCode::OffsetOutOfRange, false),
             (ErrorCode::UnknownTopicOrPartition, false),
             (ErrorCode::Other(13), false),
         ];
@@ -578,6 +658,119 @@ mod tests {
                 assert_eq!(f.fetch_request(&cache, 1_049), None);
                 assert!(f.fetch_request(&cache, 1_050).is_some());
             }
+        }
+    }
+
+    #[test]
+    fn the_leaders_log_start_offset_moves_the_followers() {
+        // ReplicaFetcherThread.processPartitionData: after appending, the follower's high
+        // watermark, then maybeIncrementLogStartOffset(leader's log start offset) — asked for
+        // once per move, never past the follower's own high watermark.
+        let cache = EpochCache::from_entries([(e(5), Offset(0))]);
+        let mut f = follower(10, 3);
+        let records = |hwm: i64, start: Option<i64>| FetchAnswer::Records {
+            high_watermark: Offset(hwm),
+            log_start_offset: start.map(Offset),
+        };
+        let req = f.fetch_request(&cache, 0).unwrap();
+        assert_eq!(
+            f.on_fetch_response(&req, &records(30, Some(7)), true, &cache, 1),
+            vec![FollowerCommand::AppendRecords]
+        );
+        assert_eq!(
+            f.on_appended(Offset(20)).unwrap(),
+            vec![
+                FollowerCommand::HighWatermarkUpdated {
+                    high_watermark: Offset(20)
+                },
+                FollowerCommand::IncrementLogStartOffset { to: Offset(7) },
+            ]
+        );
+        // The same start again: nothing to do; no records, a newer start: moved.
+        let req = f.fetch_request(&cache, 2).unwrap();
+        assert_eq!(
+            f.on_fetch_response(&req, &records(20, Some(7)), false, &cache, 2),
+            vec![]
+        );
+        assert_eq!(
+            f.on_fetch_response(&req, &records(20, Some(12)), false, &cache, 3),
+            vec![FollowerCommand::IncrementLogStartOffset { to: Offset(12) }]
+        );
+        // A start past the follower's high watermark waits (Kafka refuses it); -1 is nothing.
+        let mut f = follower(10, 3);
+        let req = f.fetch_request(&cache, 0).unwrap();
+        assert_eq!(
+            f.on_fetch_response(&req, &records(5, Some(8)), false, &cache, 1),
+            vec![FollowerCommand::HighWatermarkUpdated {
+                high_watermark: Offset(5)
+            }]
+        );
+        assert_eq!(
+            f.on_fetch_response(&req, &records(9, None), false, &cache, 2),
+            vec![FollowerCommand::HighWatermarkUpdated {
+                high_watermark: Offset(9)
+            }]
+        );
+        assert_eq!(
+            f.on_fetch_response(&req, &records(9, Some(8)), false, &cache, 3),
+            vec![FollowerCommand::IncrementLogStartOffset { to: Offset(8) }]
+        );
+    }
+
+    #[test]
+    fn a_follower_wholly_below_the_leaders_log_start_starts_over_there() {
+        // AbstractFetcherThread.fetchOffsetAndTruncate: OFFSET_OUT_OF_RANGE with the leader's
+        // log start offset above the follower's log end offset → truncateFullyAndStartAt(leader
+        // start), high watermark = new log end offset; fetch again at once. A start at or below
+        // the log end (the fetch offset was beyond the leader's end) backs off instead.
+        let cache = EpochCache::from_entries([(e(5), Offset(0))]);
+        let mut f = follower(10, 3);
+        let req = f.fetch_request(&cache, 0).unwrap();
+        let out_of_range = |start: Option<i64>| FetchAnswer::OffsetOutOfRange {
+            log_start_offset: start.map(Offset),
+        };
+        assert_eq!(
+            f.on_fetch_response(&req, &out_of_range(Some(25)), false, &cache, 1),
+            vec![
+                FollowerCommand::TruncateFullyAndStartAt { offset: Offset(25) },
+                FollowerCommand::HighWatermarkUpdated {
+                    high_watermark: Offset(25)
+                },
+            ]
+        );
+        assert_eq!(
+            (f.log_end_offset(), f.high_watermark(), f.state()),
+            (Offset(25), Offset(25), FetchState::Fetching)
+        );
+        let empty = EpochCache::new();
+        let next = f.fetch_request(&empty, 1).unwrap();
+        assert_eq!(
+            (next.fetch_offset, next.last_fetched_epoch),
+            (Offset(25), None)
+        );
+        // The leader's start is applied already: the next answer does not ask again.
+        assert_eq!(
+            f.on_fetch_response(
+                &next,
+                &FetchAnswer::Records {
+                    high_watermark: Offset(25),
+                    log_start_offset: Some(Offset(25)),
+                },
+                false,
+                &empty,
+                2
+            ),
+            vec![]
+        );
+        for start in [Some(10), Some(4), None] {
+            let mut f = follower(10, 3);
+            let req = f.fetch_request(&cache, 0).unwrap();
+            assert_eq!(
+                f.on_fetch_response(&req, &out_of_range(start), false, &cache, 50),
+                vec![FollowerCommand::ScheduleFetch { at_ms: 1_050 }],
+                "{start:?}"
+            );
+            assert_eq!(f.log_end_offset(), Offset(10));
         }
     }
 

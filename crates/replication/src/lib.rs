@@ -39,6 +39,12 @@
 //!   it never halts (KAFKA-3861).
 //! - **acks=all**: `NOT_ENOUGH_REPLICAS` before append, then the purgatory
 //!   (`NOT_ENOUGH_REPLICAS_AFTER_APPEND`, `REQUEST_TIMED_OUT`, `NOT_LEADER_OR_FOLLOWER`).
+//! - **DeleteRecords** (Kafka's `deleteRecordsOnLeader`, `lowWatermarkIfLeader`,
+//!   `DelayedDeleteRecords`): the offset checked against the high watermark, then the answer
+//!   waits until the low watermark — the smallest log start offset over the leader and every
+//!   follower on an unfenced broker, as their fetches report it — reaches it. Followers move
+//!   their log start offset up to the leader's (Fetch `LogStartOffset`) and start over at it
+//!   when their whole log is below it (`OFFSET_OUT_OF_RANGE`).
 //!
 //! ## A tour
 //!
@@ -60,6 +66,7 @@
 //!         replicas: vec![b(0), b(1), b(2)],
 //!         isr: BTreeSet::from([b(0), b(1), b(2)]),
 //!     },
+//!     log_start_offset: Offset(0),
 //!     log_end_offset: Offset(0),
 //!     leader_epoch_start_offset: Offset(0),
 //!     high_watermark: Offset(0),
@@ -81,6 +88,7 @@
 //!     current_leader_epoch: Some(LeaderEpoch(1)),
 //!     fetch_offset: Offset(10),
 //!     last_fetched_epoch: Some(LeaderEpoch(1)),
+//!     log_start_offset: Some(Offset(0)),
 //! };
 //! leader.on_follower_fetch(&fetch(1), &epochs, 2);
 //! let out = leader.on_follower_fetch(&fetch(2), &epochs, 3);
@@ -103,9 +111,9 @@ pub use errors::{ErrorCode, ReplicationError};
 pub use follower::{FetchRequest, FetchState, FollowerCommand, FollowerPartition};
 pub use leader::{
     alter_partition_error_action, Acks, AlterPartitionErrorAction, AlterPartitionProposal,
-    AlterPartitionResponse, Command, FetchAnswer, FetchOutcome, FollowerFetch, FollowerProgress,
-    Ineligible, LeaderInit, LeaderPartition, PartitionMetadata, PendingAlterPartition,
-    PendingState,
+    AlterPartitionResponse, Command, DeleteRecordsOffset, FetchAnswer, FetchOutcome, FollowerFetch,
+    FollowerProgress, Ineligible, LeaderInit, LeaderPartition, PartitionMetadata,
+    PendingAlterPartition, PendingState,
 };
 pub use types::{
     AlterPartitionId, BrokerEpoch, BrokerId, BrokerRegistration, EpochEndOffset, IsrMember,

@@ -4,7 +4,11 @@
 //! - the high watermark never moves backward (DESIGN invariants);
 //! - it never advances while the committed ISR is below the effective min ISR (KIP-966);
 //! - it never exceeds the log end offset of a committed ISR member that still holds its data;
-//! - every acks=all request is answered exactly once, and acknowledged only when covered.
+//! - every acks=all request is answered exactly once, and acknowledged only when covered;
+//! - every DeleteRecords is answered exactly once, and completed only when every follower the
+//!   leader counts as live (unfenced) reported a log start offset at or above the deleted
+//!   offset in its last accepted fetch (Kafka's `lowWatermarkIfLeader`); followers that fetch
+//!   below the leader's log start offset start over there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,9 +19,11 @@ use proptest::prelude::*;
 const EPOCH: LeaderEpoch = LeaderEpoch(5);
 const FOLLOWERS: [i32; 2] = [1, 2];
 
-/// How many steps advanced the HWM / acknowledged a request, so the checks are not vacuous.
+/// How many steps advanced the HWM / acknowledged a request / completed a deletion, so the
+/// checks are not vacuous.
 static ADVANCES: AtomicUsize = AtomicUsize::new(0);
 static ACKS: AtomicUsize = AtomicUsize::new(0);
+static DELETES: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -31,6 +37,11 @@ enum Op {
     Answer(Option<u8>),
     ShrinkMetadata(usize, bool),
     CommitPendingByMetadata,
+    /// DeleteRecords at the high watermark plus this (1 is beyond it: refused), or at the
+    /// high watermark itself (`None`: wire -1), with a timeout.
+    Delete(Option<i64>, u64),
+    /// The follower's broker is fenced (true) or unfenced again, same registration epoch.
+    Fence(usize, bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -46,6 +57,8 @@ fn op() -> impl Strategy<Value = Op> {
         proptest::option::of(0..6u8).prop_map(Op::Answer),
         (0..2usize, any::<bool>()).prop_map(|(b, stale)| Op::ShrinkMetadata(b, stale)),
         Just(Op::CommitPendingByMetadata),
+        (proptest::option::of(-3..=1i64), 100..20_000u64).prop_map(|(d, t)| Op::Delete(d, t)),
+        (0..2usize, any::<bool>()).prop_map(|(b, f)| Op::Fence(b, f)),
     ]
 }
 
@@ -67,10 +80,20 @@ struct World {
     real_leo: [i64; 2],
     epoch: [i64; 2],
     lost: [bool; 2],
+    /// Each follower's real log start offset, the one its last accepted fetch reported (the
+    /// leader forgets it when the broker registers anew), the broker epoch of that fetch,
+    /// whether the leader was last told the broker is fenced, and the registration epoch the
+    /// leader knows.
+    real_start: [i64; 2],
+    reported_start: [Option<i64>; 2],
+    fetched_epoch: [Option<i64>; 2],
+    fenced: [bool; 2],
+    registered_epoch: [i64; 2],
     controller_partition_epoch: i32,
     last_sent: Option<AlterPartitionProposal>,
     next_request: u64,
     waiting: BTreeMap<RequestId, Offset>,
+    waiting_deletes: BTreeMap<RequestId, Offset>,
     answered: BTreeSet<RequestId>,
 }
 
@@ -90,6 +113,7 @@ impl World {
                     replicas: vec![BrokerId(0), BrokerId(1), BrokerId(2)],
                     isr: (0..3).map(BrokerId).collect(),
                 },
+                log_start_offset: Offset(0),
                 log_end_offset: Offset(0),
                 leader_epoch_start_offset: Offset(0),
                 high_watermark: Offset(0),
@@ -109,10 +133,16 @@ impl World {
             real_leo: [0, 0],
             epoch: [100, 100],
             lost: [false, false],
+            real_start: [0, 0],
+            reported_start: [None, None],
+            fetched_epoch: [None, None],
+            fenced: [false, false],
+            registered_epoch: [100, 100],
             controller_partition_epoch: 1,
             last_sent: None,
             next_request: 1,
             waiting: BTreeMap::new(),
+            waiting_deletes: BTreeMap::new(),
             answered: BTreeSet::new(),
         }
     }
@@ -127,6 +157,28 @@ impl World {
                         ACKS.fetch_add(1, Ordering::Relaxed);
                         let required = required.expect("acknowledged a request never parked");
                         assert!(required <= self.leader.high_watermark(), "acked uncovered");
+                    }
+                }
+                Command::CompleteDeleteRecords { request, result } => {
+                    let required = self
+                        .waiting_deletes
+                        .remove(&request)
+                        .expect("answered a deletion never parked");
+                    assert!(self.answered.insert(request), "{request} answered twice");
+                    if let Ok(low_watermark) = result {
+                        DELETES.fetch_add(1, Ordering::Relaxed);
+                        assert!(low_watermark >= required, "completed below its offset");
+                        assert!(low_watermark <= self.leader.log_start_offset());
+                        for (i, follower) in FOLLOWERS.iter().enumerate() {
+                            if !self.fenced[i] {
+                                assert!(
+                                    self.reported_start[i].is_some_and(|s| s >= required.0),
+                                    "deletion to {required} completed while live follower \
+                                     {follower} reported {:?}",
+                                    self.reported_start[i]
+                                );
+                            }
+                        }
                     }
                 }
                 Command::SendAlterPartition(proposal) => self.last_sent = Some(proposal),
@@ -146,10 +198,25 @@ impl World {
             current_leader_epoch: Some(EPOCH),
             fetch_offset: Offset(offset),
             last_fetched_epoch: (offset > 0).then_some(EPOCH),
+            log_start_offset: Some(Offset(self.real_start[i])),
         };
         let out = self
             .leader
             .on_follower_fetch(&fetch, &self.cache, self.now_ms);
+        match out.answer {
+            FetchAnswer::Records { .. } => {
+                self.reported_start[i] = Some(self.real_start[i]);
+                self.fetched_epoch[i] = Some(broker_epoch);
+            }
+            FetchAnswer::OffsetOutOfRange {
+                log_start_offset: Some(start),
+            } if start.0 > self.real_leo[i] => {
+                // The follower starts over at the leader's log start offset.
+                self.real_leo[i] = start.0;
+                self.real_start[i] = start.0;
+            }
+            _ => {}
+        }
         self.absorb(out.commands);
         out.answer
     }
@@ -223,11 +290,22 @@ impl World {
             }
             Op::Fetch(i, k) => {
                 let answer = self.fetch(i, self.epoch[i]);
-                if let FetchAnswer::Records { .. } = answer {
+                if let FetchAnswer::Records {
+                    high_watermark,
+                    log_start_offset,
+                } = answer
+                {
                     let leo = self.leader.log_end_offset().0;
                     self.real_leo[i] = (self.real_leo[i] + k).min(leo);
                     if self.real_leo[i] >= self.leader.high_watermark().0 {
                         self.lost[i] = false;
+                    }
+                    // The follower moves its log start offset up to the leader's, within its
+                    // own high watermark.
+                    let follower_hwm = high_watermark.0.min(self.real_leo[i]);
+                    let start = log_start_offset.expect("the leader names its log start").0;
+                    if start <= follower_hwm {
+                        self.real_start[i] = self.real_start[i].max(start);
                     }
                 }
             }
@@ -251,14 +329,63 @@ impl World {
                 self.epoch[i] += 1;
                 self.lost[i] |= self.real_leo[i] > 0;
                 self.real_leo[i] = 0;
+                self.real_start[i] = 0;
             }
             Op::Register(i) => {
                 let registration = BrokerRegistration::live(BrokerEpoch(self.epoch[i]));
+                if self.fetched_epoch[i].is_some_and(|e| e < self.epoch[i]) {
+                    // What the leader knew of the old incarnation's log is forgotten.
+                    self.reported_start[i] = None;
+                }
+                self.fenced[i] = false;
+                self.registered_epoch[i] = self.epoch[i];
                 let commands = self.leader.on_broker_registration(
                     BrokerId(FOLLOWERS[i]),
                     Some(registration),
                     self.now_ms,
                 );
+                self.absorb(commands);
+            }
+            Op::Fence(i, fenced) => {
+                // The registration the leader knows (no restart), fenced or not.
+                let registration = BrokerRegistration {
+                    fenced,
+                    ..BrokerRegistration::live(BrokerEpoch(self.registered_epoch[i]))
+                };
+                self.fenced[i] = fenced;
+                let commands = self.leader.on_broker_registration(
+                    BrokerId(FOLLOWERS[i]),
+                    Some(registration),
+                    self.now_ms,
+                );
+                self.absorb(commands);
+            }
+            Op::Delete(delta, timeout_ms) => {
+                let hwm = self.leader.high_watermark();
+                let requested = match delta {
+                    None => DeleteRecordsOffset::HighWatermark,
+                    Some(d) => DeleteRecordsOffset::Offset(hwm.0 + d),
+                };
+                let offset = match self.leader.delete_records_offset(requested) {
+                    Ok(offset) => offset,
+                    Err(error) => {
+                        assert_eq!(error, ErrorCode::OffsetOutOfRange);
+                        assert!(matches!(delta, Some(d) if d > 0 || hwm.0 + d < 0));
+                        return;
+                    }
+                };
+                assert!(offset <= hwm && offset.0 >= 0);
+                // The shell moves the log start offset, then reports it.
+                let start = self.leader.log_start_offset().max(offset);
+                let commands = self.leader.on_log_start_offset(start).unwrap();
+                self.absorb(commands);
+                let request = RequestId(self.next_request);
+                self.next_request += 1;
+                self.waiting_deletes.insert(request, offset);
+                let commands = self
+                    .leader
+                    .await_delete_records(request, offset, timeout_ms, self.now_ms)
+                    .unwrap();
                 self.absorb(commands);
             }
             Op::Tick(dt) => {
@@ -322,6 +449,9 @@ impl World {
         let parked: BTreeSet<_> = l.waiting_requests().collect();
         let expected: BTreeSet<_> = self.waiting.keys().copied().collect();
         assert_eq!(parked, expected);
+        let parked: BTreeSet<_> = l.waiting_deletes().collect();
+        let expected: BTreeSet<_> = self.waiting_deletes.keys().copied().collect();
+        assert_eq!(parked, expected);
     }
 }
 
@@ -348,6 +478,7 @@ proptest! {
         let commands = world.leader.on_partition_metadata(&meta, world.now_ms);
         world.absorb(commands);
         prop_assert!(world.waiting.is_empty());
+        prop_assert!(world.waiting_deletes.is_empty());
         prop_assert!(world.leader.has_ended());
     }
 }
@@ -362,6 +493,11 @@ fn properties_are_not_vacuous() {
         Op::Fetch(1, 3),
         Op::Fetch(0, 0),
         Op::Fetch(1, 0),
+        Op::Delete(Some(-1), 1_000),
+        Op::Fetch(0, 0),
+        Op::Fetch(1, 0),
+        Op::Fetch(0, 0),
+        Op::Fetch(1, 0),
     ] {
         let before = world.leader.high_watermark();
         world.step(&op);
@@ -369,5 +505,12 @@ fn properties_are_not_vacuous() {
     }
     assert_eq!(world.leader.high_watermark(), Offset(3));
     assert!(world.waiting.is_empty());
+    assert!(world.waiting_deletes.is_empty());
+    assert_eq!(
+        world.real_start,
+        [2, 2],
+        "both followers followed the leader's start"
+    );
     assert!(ADVANCES.load(Ordering::Relaxed) > 0 && ACKS.load(Ordering::Relaxed) > 0);
+    assert!(DELETES.load(Ordering::Relaxed) > 0);
 }

@@ -12,12 +12,7 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest,
-    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
-    BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
-    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
-    DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest,
+    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest,
     ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
     InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
     OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
@@ -42,6 +37,7 @@ pub enum Request {
     ApiVersions(ApiVersionsRequest),
     CreateTopics(CreateTopicsRequest),
     DeleteTopics(DeleteTopicsRequest),
+    DeleteRecords(DeleteRecordsRequest),
     OffsetForLeaderEpoch(OffsetForLeaderEpochRequest),
     DescribeConfigs(DescribeConfigsRequest),
     AlterConfigs(AlterConfigsRequest),
@@ -244,6 +240,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::ApiVersions => Request::ApiVersions(ApiVersionsRequest::decode(buf, version)?),
         ApiKey::CreateTopics => Request::CreateTopics(CreateTopicsRequest::decode(buf, version)?),
         ApiKey::DeleteTopics => Request::DeleteTopics(DeleteTopicsRequest::decode(buf, version)?),
+        ApiKey::DeleteRecords => {
+            Request::DeleteRecords(DeleteRecordsRequest::decode(buf, version)?)
+        }
         ApiKey::OffsetForLeaderEpoch => {
             Request::OffsetForLeaderEpoch(OffsetForLeaderEpochRequest::decode(buf, version)?)
         }
@@ -513,6 +512,44 @@ mod tests {
         assert!(matches!(
             decode_controller(frame).unwrap().body,
             ControllerRequest::DescribeUserScramCredentials(_)
+        ));
+    }
+
+    // Shows: DeleteRecords v0-2 decode on the broker listener (v2 is flexible), with the -1
+    // offset (the high watermark) kept as the client sent it (issue 20).
+    #[test]
+    fn decodes_delete_records() {
+        use kafka_protocol::messages::delete_records_request::{
+            DeleteRecordsPartition, DeleteRecordsTopic,
+        };
+        use kafka_protocol::messages::TopicName;
+        let body = DeleteRecordsRequest::default()
+            .with_timeout_ms(1500)
+            .with_topics(vec![DeleteRecordsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![
+                    DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(-1),
+                    DeleteRecordsPartition::default()
+                        .with_partition_index(3)
+                        .with_offset(42),
+                ])]);
+        for version in 0..=2 {
+            let decoded = decode(encode_request(ApiKey::DeleteRecords, version, &body)).unwrap();
+            assert_eq!(
+                decoded.body,
+                Request::DeleteRecords(body.clone()),
+                "v{version}"
+            );
+        }
+        let mut frame = BytesMut::new();
+        frame.put_i16(ApiKey::DeleteRecords as i16);
+        frame.put_i16(3);
+        frame.put_i32(9);
+        assert!(matches!(
+            decode(frame.freeze()),
+            Err(DecodeError::UnsupportedVersion { .. })
         ));
     }
 

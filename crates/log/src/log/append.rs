@@ -87,14 +87,55 @@ impl Log {
     /// must start at the log end offset and each must start where the previous ended. The epoch
     /// cache learns every batch's `partitionLeaderEpoch`. `max.message.bytes` is not enforced
     /// (the leader did; Kafka's followers ignore it too).
+    ///
+    /// One exception: an empty log started at its log start offset (a follower that started
+    /// over at the leader's log start offset, which DeleteRecords may have put inside a batch)
+    /// accepts a first batch straddling it — the log restarts at the batch's base offset and
+    /// keeps its log start offset (Kafka's `Partition.doAppendRecordsToFollowerOrFutureReplica`
+    /// on `UnexpectedAppendOffsetException`); if that append fails, the log is empty at its log
+    /// start offset again.
     pub fn append_as_follower(
         &mut self,
         records: &[u8],
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
         let views = parse_and_check_size(records)?;
+        let log_start_offset = self.log_start_offset;
+        let restart_at = views.first().map(|v| v.header).filter(|first| {
+            let end = self.log_end_offset();
+            end == log_start_offset
+                && self.size_bytes() == 0
+                && first.base_offset < end
+                && first.next_offset() > end
+        });
+        let Some(first) = restart_at else {
+            return self.append_replicated(&views, records, now_ms);
+        };
+        tracing::info!(dir = %self.dir.display(), %log_start_offset, batch_base_offset = %first.base_offset,
+            "the leader's first batch starts below the log start offset: the log restarts at its base offset");
+        self.truncate_fully_and_start_at(first.base_offset)?;
+        match self.append_replicated(&views, records, now_ms) {
+            Ok(info) => {
+                self.log_start_offset = log_start_offset;
+                self.check_invariants();
+                Ok(info)
+            }
+            Err(e) => {
+                self.truncate_fully_and_start_at(log_start_offset)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// [`Log::append_as_follower`] once the log ends where the first batch starts.
+    fn append_replicated(
+        &mut self,
+        views: &[BatchView<'_>],
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
         let mut expected = self.log_end_offset();
-        for view in &views {
+        for view in views {
             // A compacted leader log has gaps: a batch may start past the expected offset.
             if view.header.base_offset < expected {
                 return Err(LogError::UnexpectedAppendOffset {
@@ -105,7 +146,7 @@ impl Log {
             expected = view.header.next_offset();
         }
         let mut changed = false;
-        for view in &views {
+        for view in views {
             if let Some(epoch) = view.header.leader_epoch() {
                 changed |= self.epochs.assign(epoch, view.header.base_offset);
             }

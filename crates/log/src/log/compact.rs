@@ -4,7 +4,8 @@
 //! Kafka's cleaner, in three steps so that the partition is only locked for the first and last:
 //!
 //! 1. [`Log::plan_compaction`] (`&self`): the *cleanable* segments are the oldest non-active
-//!    segments lying wholly below the high watermark (only committed data is ever rewritten: a
+//!    segments (from the first one not wholly below the log start offset) lying wholly below
+//!    the high watermark (only committed data is ever rewritten: a
 //!    record is never removed for a later one that a truncation could still take away) and
 //!    older than `min.compaction.lag.ms`. Those from the
 //!    cleaner offset on are *dirty*. Nothing is planned while the dirty share of the cleanable
@@ -200,7 +201,16 @@ impl Log {
         let lag_ms = self.config.min_compaction_lag_ms;
         let active_base = self.active().base_offset();
         let mut segments = Vec::new();
-        for segment in self.segments.values() {
+        // Segments wholly below the log start offset (DeleteRecords) are never cleaned: no
+        // reader can reach them and retention deletes them; the dirty part starts at the log
+        // start offset at the earliest (Kafka's LogCleanerManager.cleanableOffsets: a cleaner
+        // checkpoint below the log start offset is replaced by it).
+        let log_start_offset = self.log_start_offset;
+        for segment in self
+            .segments
+            .values()
+            .skip_while(|s| s.base_offset() != active_base && s.next_offset() <= log_start_offset)
+        {
             let young = segment
                 .max_timestamp()
                 .is_some_and(|m| now_ms.saturating_sub(m.timestamp) < lag_ms);

@@ -622,3 +622,67 @@ fn only_a_tracked_producers_newest_batch_stays_empty() {
     // Producers 7 and 8 expired before producer 8 wrote again: none of their old batches stay.
     assert_eq!(producers, vec![-1, 8]);
 }
+
+// Shows (issue 20): on a `compact,delete` topic the cleaner never rewrites a segment wholly
+// below the log start offset DeleteRecords moved (Kafka's LogCleanerManager.cleanableOffsets
+// starts the dirty part at the log start offset), and what it keeps from the start on is the
+// latest record of each key among the records still readable.
+#[test]
+fn the_cleaner_leaves_segments_below_the_log_start_offset_alone() {
+    let storage = MemStorage::new();
+    let config = LogConfig {
+        cleanup_policy: CleanupPolicy {
+            delete: true,
+            compact: true,
+        },
+        retention_ms: None,
+        ..compacted_config()
+    };
+    let mut log = open(&storage, config, true, 0);
+    let mut written = Vec::new();
+    for round in 0..40 {
+        let key = format!("k{}", round % 5);
+        let value = format!("v{round}");
+        put(&mut log, &[(&key, Some(&value))], 0);
+        written.push((round, key.into_bytes(), Some(value.into_bytes())));
+    }
+    log.roll().unwrap();
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 4, "{bases:?}");
+    // The start inside the third segment: the first two lie wholly below it.
+    let start = Offset(bases[2].0 + 1);
+    assert!(log.increment_log_start_offset(start).unwrap());
+    let below: Vec<(Offset, Vec<u8>)> = bases[..2]
+        .iter()
+        .map(|base| {
+            let path =
+                std::path::Path::new(DIR).join(crate::segment::segment_file_name(*base, ".log"));
+            (
+                *base,
+                crate::storage::read_file_if_exists(&storage, &path)
+                    .unwrap()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let stats = compact(&mut log, 10).expect("the readable part is dirty");
+    assert!(stats.records_removed > 0, "{stats:?}");
+    for (base, bytes) in &below {
+        let path = std::path::Path::new(DIR).join(crate::segment::segment_file_name(*base, ".log"));
+        let now = crate::storage::read_file_if_exists(&storage, &path)
+            .unwrap()
+            .unwrap();
+        assert!(
+            &now == bytes,
+            "segment {base} below the log start offset was rewritten"
+        );
+    }
+    assert_eq!(log.log_start_offset(), start);
+    let readable: Vec<Entry> = written.into_iter().filter(|e| e.0 >= start.0).collect();
+    check_against_model(&log, &readable, false);
+    // Retention then removes them.
+    let end = log.log_end_offset();
+    let result = log.delete_segments_below_log_start(end).unwrap();
+    assert_eq!(result.deleted.len(), 2);
+    assert_eq!(log.segment_base_offsets()[0], bases[2]);
+}

@@ -113,6 +113,38 @@ impl Log {
         })
     }
 
+    /// Deletes the segments wholly below the log start offset — what [`Log::apply_retention`]
+    /// does last — without the time and size rules: right after a DeleteRecords moved the log
+    /// start offset (on the leader, or on a follower following the leader's), so the disk space
+    /// is freed at once instead of at the next retention check. Never a segment holding offsets
+    /// at or above `high_watermark`; never the active segment.
+    pub fn delete_segments_below_log_start(
+        &mut self,
+        high_watermark: Offset,
+    ) -> Result<RetentionResult, LogError> {
+        let mut deleted = Vec::new();
+        let log_start_offset = self.log_start_offset;
+        let below_start = |_: &Segment, next_base: Option<Offset>| {
+            next_base.is_some_and(|n| n <= log_start_offset)
+        };
+        self.delete_oldest(
+            high_watermark,
+            RetentionReason::LogStartOffset,
+            below_start,
+            &mut deleted,
+        )?;
+        if !deleted.is_empty() {
+            self.sync_dir_if_needed()?;
+            tracing::info!(dir = %self.dir.display(), segments = deleted.len(),
+                log_start_offset = %self.log_start_offset, "deleted segments below the log start offset");
+        }
+        self.check_invariants();
+        Ok(RetentionResult {
+            deleted,
+            log_start_offset: self.log_start_offset,
+        })
+    }
+
     /// Deletes the longest run of oldest segments for which `doomed(segment, next base)` holds,
     /// whose end is at or below `high_watermark`, skipping an empty active segment.
     fn delete_oldest(

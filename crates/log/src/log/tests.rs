@@ -606,6 +606,117 @@ fn log_start_offset_breach_deletes_segments() {
     assert_eq!(log.segment_base_offsets(), vec![Offset(2), Offset(4)]);
 }
 
+// DeleteRecords (issue 20): the segments wholly below the new log start offset go at once
+// (Kafka's deleteLogStartOffsetBreachedSegments, without waiting for the retention check), the
+// segment holding the start stays and reads below the start are out of range; a log start
+// offset inside a segment survives a crash only through the checkpoint (the broker writes it
+// before answering).
+#[test]
+fn segments_below_a_new_log_start_offset_are_deleted_at_once() {
+    let (storage, mut log) = new_log(small_config());
+    for _ in 0..6 {
+        log.append_as_leader(&records(1, 300, 0), LeaderEpoch(0), 0)
+            .unwrap();
+    }
+    assert_eq!(
+        log.segment_base_offsets(),
+        vec![Offset(0), Offset(2), Offset(4)]
+    );
+    assert!(log.increment_log_start_offset(Offset(3)).unwrap());
+    // Never past the high watermark the caller names: nothing at or above 2 goes.
+    let held = log.delete_segments_below_log_start(Offset(1)).unwrap();
+    assert!(held.deleted.is_empty());
+    let result = log.delete_segments_below_log_start(Offset(6)).unwrap();
+    assert_eq!(
+        result
+            .deleted
+            .iter()
+            .map(|d| (d.base_offset, d.reason))
+            .collect::<Vec<_>>(),
+        vec![(Offset(0), RetentionReason::LogStartOffset)]
+    );
+    assert_eq!(log.segment_base_offsets(), vec![Offset(2), Offset(4)]);
+    assert_eq!(log.log_start_offset(), Offset(3));
+    assert!(matches!(
+        log.read(Offset(2), usize::MAX, None, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    let data = log.read(Offset(3), usize::MAX, None, true).unwrap();
+    assert_eq!(headers(&data.records)[0].base_offset, Offset(3));
+    // The active segment never goes, even wholly below the start (Kafka's rule: a segment
+    // goes when the next one starts at or below the log start offset).
+    assert!(log.increment_log_start_offset(Offset(6)).unwrap());
+    let result = log.delete_segments_below_log_start(Offset(6)).unwrap();
+    assert_eq!(result.deleted.len(), 1);
+    assert_eq!(log.segment_base_offsets(), vec![Offset(4)]);
+    log.flush(0).unwrap();
+    // A reopen with the checkpointed start keeps it; without it, the first segment's base.
+    drop(log);
+    storage.crash();
+    let reopened = Log::open(
+        Arc::new(storage.clone()),
+        PathBuf::from(DIR),
+        small_config(),
+        Offset(6),
+        Offset(6),
+        false,
+        0,
+    )
+    .unwrap();
+    assert_eq!(reopened.log_start_offset(), Offset(6));
+}
+
+// A follower that started over at the leader's log start offset (issue 20) gets the batch that
+// holds it, which DeleteRecords may have put mid-batch: its empty log restarts at the batch's base
+// offset and keeps the log start offset (Kafka's Partition.doAppendRecordsToFollowerOrFutureReplica
+// on UnexpectedAppendOffsetException). Anything else going backwards is still refused.
+#[test]
+fn an_empty_follower_log_takes_a_first_batch_straddling_its_start() {
+    let (_, mut leader) = new_log(small_config());
+    for _ in 0..3 {
+        leader
+            .append_as_leader(&records(3, 10, 0), LeaderEpoch(2), 0)
+            .unwrap();
+    }
+    let batches = |from: i64| {
+        leader
+            .read(Offset(from), usize::MAX, None, true)
+            .unwrap()
+            .records
+    };
+    let (_, mut follower) = new_log(small_config());
+    follower.truncate_fully_and_start_at(Offset(4)).unwrap();
+    let info = follower.append_as_follower(&batches(4), 0).unwrap();
+    assert_eq!(info.first_offset, Offset(3));
+    assert_eq!(
+        (follower.log_start_offset(), follower.log_end_offset()),
+        (Offset(4), Offset(9))
+    );
+    assert_eq!(follower.segment_base_offsets(), vec![Offset(3)]);
+    assert!(matches!(
+        follower.read(Offset(3), usize::MAX, None, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(follower.latest_epoch(), Some(LeaderEpoch(2)));
+    // Not empty any more: a batch from below is refused.
+    assert!(matches!(
+        follower.append_as_follower(&batches(6), 0),
+        Err(LogError::UnexpectedAppendOffset { .. })
+    ));
+    // A batch wholly below the start is refused too, and leaves the empty log as it was.
+    let (_, mut other) = new_log(small_config());
+    other.truncate_fully_and_start_at(Offset(6)).unwrap();
+    let below = &batches(0)[..parse_batches(&batches(0)).unwrap()[1].position];
+    assert!(matches!(
+        other.append_as_follower(below, 0),
+        Err(LogError::UnexpectedAppendOffset { .. })
+    ));
+    assert_eq!(
+        (other.log_start_offset(), other.log_end_offset()),
+        (Offset(6), Offset(6))
+    );
+}
+
 // flush.messages and flush.ms trigger fsyncs; the recovery point and durable positions follow.
 #[test]
 fn flush_policy() {

@@ -294,6 +294,21 @@ impl LogDir {
         )
     }
 
+    /// Atomically rewrites `log-start-offset-checkpoint` alone (temp file, fsync, rename, fsync
+    /// of the directory), listing exactly `log_start_offsets`: what makes a DeleteRecords
+    /// durable before it is answered. The caller serializes it with [`LogDir::checkpoint`]
+    /// (both write the same file).
+    pub fn checkpoint_log_start_offsets(
+        &self,
+        log_start_offsets: &BTreeMap<TopicPartition, Offset>,
+    ) -> Result<(), LogError> {
+        write_offset_checkpoint(
+            self.storage.as_ref(),
+            &self.path.join(LOG_START_OFFSET_CHECKPOINT_FILE),
+            log_start_offsets,
+        )
+    }
+
     /// Opens every partition log in the directory with its checkpointed recovery point and log
     /// start offset (`Offset(0)` when absent) and the given clean-shutdown flag. Directory names
     /// are split at their last `-`; names that do not parse are reported in

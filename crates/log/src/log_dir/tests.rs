@@ -161,6 +161,30 @@ fn load_logs_uses_checkpoints_and_skips_strays() {
     assert_eq!(loaded.logs.keys().cloned().collect::<Vec<_>>(), vec![b]);
 }
 
+// DeleteRecords (issue 20): the log start offset checkpoint written alone is durable at once —
+// a crash right after it loses nothing — and leaves the other two checkpoints as they were.
+#[test]
+fn log_start_offsets_checkpoint_alone_durably() {
+    let (storage, dir) = formatted();
+    let tp = TopicPartition::new("trimmed", 0);
+    let mut log = dir.create_log(&tp, LogConfig::default(), 0).unwrap();
+    let batch = build_batch(&[(None, b"a"), (None, b"b"), (None, b"c")], 0);
+    log.append_as_leader(&batch, LeaderEpoch(0), 0).unwrap();
+    log.flush(0).unwrap();
+    dir.checkpoint(&[PartitionCheckpoint::of(tp.clone(), &log, Some(Offset(3)))])
+        .unwrap();
+    log.increment_log_start_offset(Offset(2)).unwrap();
+    dir.checkpoint_log_start_offsets(&BTreeMap::from([(tp.clone(), Offset(2))]))
+        .unwrap();
+    drop(log);
+    storage.crash();
+    assert_eq!(dir.read_log_start_offsets().unwrap()[&tp], Offset(2));
+    assert_eq!(dir.read_high_watermarks().unwrap()[&tp], Offset(3));
+    let loaded = dir.load_logs(false, 0, &|_| LogConfig::default()).unwrap();
+    assert_eq!(loaded.logs[&tp].log_start_offset(), Offset(2));
+    assert_eq!(loaded.logs[&tp].log_end_offset(), Offset(3));
+}
+
 // A corrupt checkpoint makes loading fail loudly instead of guessing offsets.
 #[test]
 fn corrupt_checkpoint_fails_load() {

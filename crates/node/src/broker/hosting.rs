@@ -363,7 +363,11 @@ impl Broker {
             None,
             repl::LeaderEpoch(-1),
             repl::Offset(log.log_end_offset().0),
-            repl::Offset(high_watermark.0.min(log.log_end_offset().0)),
+            repl::Offset(
+                high_watermark
+                    .0
+                    .clamp(log.log_start_offset().0, log.log_end_offset().0),
+            ),
             self.replication_config(&config),
         )
         .map_err(|e| anyhow::anyhow!("partition {tp}: {e}"))?;
@@ -457,7 +461,7 @@ impl Broker {
                         isr = ?meta.isr, "became leader");
                     // A leader alone in its ISR (at min ISR) commits its log at once.
                     commands.extend(leader.tick(now));
-                    *replica = Replica::Leader(leader);
+                    *replica = Replica::Leader(Box::new(leader));
                 }
                 Err(e) => {
                     warn!(partition = %partition.tp, error = %e, "cannot become leader");
@@ -554,7 +558,14 @@ impl Broker {
         // log end offset, so OffsetForLeaderEpoch and divergence checks answer it at once.
         log.assign_epoch_start_offset(keel_log::LeaderEpoch(meta.leader_epoch.0))?;
         let log_end_offset = repl::Offset(log.log_end_offset().0);
-        let high_watermark = repl::Offset(partition.high_watermark().0.min(log_end_offset.0));
+        let log_start_offset = repl::Offset(log.log_start_offset().0);
+        // Kafka's invariant: log start offset ≤ high watermark ≤ log end offset.
+        let high_watermark = repl::Offset(
+            partition
+                .high_watermark()
+                .0
+                .clamp(log_start_offset.0, log_end_offset.0),
+        );
         let brokers = image
             .brokers()
             .iter()
@@ -565,6 +576,7 @@ impl Broker {
                 local: repl::BrokerId(self.config.node_id),
                 local_broker_epoch: repl::BrokerEpoch(self.broker_epoch()),
                 metadata: meta,
+                log_start_offset,
                 log_end_offset,
                 leader_epoch_start_offset: log_end_offset,
                 high_watermark,

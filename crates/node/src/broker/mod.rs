@@ -11,13 +11,17 @@
 //! | `mod.rs` | [`Broker`], open (directories, clean-shutdown detection), topic views, maintenance |
 //! | `hosting.rs` | loading logs once metadata is known, applying each new image (roles, deletes, configs) |
 //! | `replication.rs` | leader commands, follower fetches served as leader, fetch answers applied as follower, ticks |
+//! | `delete_records.rs` | DeleteRecords on the leader: Kafka's checks, the log start offset moved, the wait for the low watermark |
+//! | `log_start.rs` | the log start offset checkpoint written before a DeleteRecords is answered (coalesced) |
 //!
 //! Locks are held briefly and never across an `.await`.
 
 mod cleaner;
 
 pub use cleaner::KafkaCodecs;
+mod delete_records;
 mod hosting;
+mod log_start;
 mod producer_ids;
 mod replication;
 pub mod scrubber;
@@ -39,7 +43,9 @@ use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 use uuid::Uuid;
 
-pub use replication::{AppendError, FollowerFetchAnswer, FollowerFetchInput};
+pub use delete_records::PendingDelete;
+pub use log_start::LogStartChange;
+pub use replication::{AppendError, FollowerFetchAnswer, FollowerFetchInput, FollowerFetchPlan};
 
 use crate::clock::Clock;
 use crate::cluster::controller_channel::ControllerChannel;
@@ -177,6 +183,8 @@ pub struct Broker {
     recovery_lost_data: std::sync::atomic::AtomicBool,
     /// The rate limit of "request refused" lines (issue 20).
     pub refusals: crate::handlers::refusals::RefusalLog,
+    /// Log start offset checkpoints written on demand, coalesced (issue 20).
+    log_starts: log_start::LogStartCheckpoints,
 }
 
 /// The registered listener named `name` (Kafka compares listener names upper-cased); for
@@ -331,6 +339,7 @@ impl Broker {
         };
         let metrics = config.metrics.broker(config.node_id);
         let request_metrics = config.metrics.requests(config.node_id, "broker");
+        let log_dirs_count = log_dirs.len();
         Ok((
             Broker {
                 config,
@@ -358,6 +367,7 @@ impl Broker {
                 deferred_dir_failures: Mutex::default(),
                 recovery_lost_data: std::sync::atomic::AtomicBool::new(false),
                 refusals: Default::default(),
+                log_starts: log_start::LogStartCheckpoints::new(log_dirs_count),
             },
             jobs,
         ))
@@ -685,12 +695,16 @@ impl Broker {
                 continue;
             };
             match log.apply_retention(now_ms, high_watermark) {
-                Ok(result) if !result.deleted.is_empty() => info!(
-                    partition = %partition.tp,
-                    segments = result.deleted.len(),
-                    log_start_offset = %result.log_start_offset,
-                    "retention deleted segments"
-                ),
+                Ok(result) if !result.deleted.is_empty() => {
+                    drop(log);
+                    info!(
+                        partition = %partition.tp,
+                        segments = result.deleted.len(),
+                        log_start_offset = %result.log_start_offset,
+                        "retention deleted segments"
+                    );
+                    self.leader_log_start_moved(&partition, result.log_start_offset);
+                }
                 Ok(_) => {}
                 Err(e) => {
                     drop(log);
@@ -700,6 +714,28 @@ impl Broker {
                 }
             }
         }
+    }
+
+    /// Tells the leader core of `partition` (if this broker leads it) that retention moved its
+    /// log start offset: the low watermark a DeleteRecords waits for may have risen.
+    fn leader_log_start_moved(
+        &self,
+        partition: &Arc<Partition>,
+        log_start_offset: keel_log::Offset,
+    ) {
+        let commands = match partition.lock_replica().as_leader() {
+            Some(leader) if !leader.has_ended() => {
+                match leader.on_log_start_offset(keel_replication::Offset(log_start_offset.0)) {
+                    Ok(commands) => commands,
+                    Err(e) => {
+                        warn!(partition = %partition.tp, error = %e, "replication state out of step");
+                        return;
+                    }
+                }
+            }
+            _ => return,
+        };
+        self.execute(partition, commands);
     }
 
     /// Forgets idempotent producers idle for `producer.id.expiration.ms` in every partition.
@@ -719,7 +755,7 @@ impl Broker {
     }
 
     /// Writes the recovery-point, high-watermark and log-start-offset checkpoints of every
-    /// log directory.
+    /// log directory (each under its directory's checkpoint lock, `log_start.rs`).
     pub fn checkpoint(&self) -> anyhow::Result<()> {
         if !self.lock_state().logs_loaded {
             // Before the logs are loaded the checkpoints still describe them: keep them.
@@ -730,18 +766,21 @@ impl Broker {
             if !self.log_dir_online(index) {
                 continue;
             }
-            let mut entries = Vec::new();
-            for p in partitions.iter().filter(|p| p.log_dir_index == index) {
-                let Ok(log) = p.lock_log() else {
-                    continue;
-                };
-                entries.push(PartitionCheckpoint::of(
-                    p.tp.clone(),
-                    &log,
-                    Some(p.high_watermark()),
-                ));
-            }
-            if let Err(e) = dir.checkpoint(&entries) {
+            let written = self.checkpoint_dir(index, || {
+                let mut entries = Vec::new();
+                for p in partitions.iter().filter(|p| p.log_dir_index == index) {
+                    let Ok(log) = p.lock_log() else {
+                        continue;
+                    };
+                    entries.push(PartitionCheckpoint::of(
+                        p.tp.clone(),
+                        &log,
+                        Some(p.high_watermark()),
+                    ));
+                }
+                dir.checkpoint(&entries)
+            });
+            if let Err(e) = written {
                 if e.is_fatal() {
                     self.fail_log_dir(index, &e.to_string());
                     continue;

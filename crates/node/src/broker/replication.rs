@@ -15,7 +15,7 @@ use tracing::{debug, info, warn};
 
 use tokio::sync::oneshot;
 
-use super::{AlterPartitionJob, Broker};
+use super::{AlterPartitionJob, Broker, LogStartChange};
 use crate::metrics::PartitionCounts;
 use crate::partition::{
     epoch_view, AppendResult, Partition, PartitionError, Replica, StorageHealth,
@@ -45,6 +45,8 @@ pub struct FollowerFetchInput {
     pub current_leader_epoch: i32,
     pub fetch_offset: i64,
     pub last_fetched_epoch: i32,
+    /// The follower's log start offset (-1: not reported), for the low watermark.
+    pub log_start_offset: i64,
 }
 
 /// The leader's answer for one partition of a follower fetch.
@@ -58,7 +60,20 @@ pub enum FollowerFetchAnswer {
         epoch: i32,
         end_offset: i64,
     },
+    /// `OFFSET_OUT_OF_RANGE`, answered with the leader's log start offset (so a follower below
+    /// it starts over there).
+    OutOfRange,
     Error(ErrorCode),
+}
+
+/// One partition's fetch from its leader, as the replica fetcher sends it.
+#[derive(Debug, Clone)]
+pub struct FollowerFetchPlan {
+    pub partition: Arc<Partition>,
+    pub request: repl::FetchRequest,
+    /// This replica's log start offset (Fetch `LogStartOffset`, for the leader's low
+    /// watermark).
+    pub log_start_offset: Offset,
 }
 
 impl Broker {
@@ -72,6 +87,9 @@ impl Broker {
                 }
                 Command::CompleteProduce { request, result } => {
                     partition.complete_waiter(request, result);
+                }
+                Command::CompleteDeleteRecords { request, result } => {
+                    partition.complete_delete_waiter(request, result.map(|lw| Offset(lw.0)));
                 }
                 Command::SendAlterPartition(proposal) => {
                     debug!(partition = %partition.tp, isr = ?proposal.new_isr, "proposing ISR change");
@@ -125,6 +143,8 @@ impl Broker {
                 fetch_offset: repl::Offset(input.fetch_offset),
                 last_fetched_epoch: (input.last_fetched_epoch >= 0)
                     .then_some(repl::LeaderEpoch(input.last_fetched_epoch)),
+                log_start_offset: (input.log_start_offset >= 0)
+                    .then_some(repl::Offset(input.log_start_offset)),
             };
             let outcome = leader.on_follower_fetch(&fetch, &epochs, now);
             commands = outcome.commands;
@@ -134,6 +154,7 @@ impl Broker {
                     epoch: end.map_or(-1, |e| e.epoch.0),
                     end_offset: end.map_or(-1, |e| e.end_offset.0),
                 },
+                FetchAnswer::OffsetOutOfRange { .. } => FollowerFetchAnswer::OutOfRange,
                 FetchAnswer::Error(e) => FollowerFetchAnswer::Error(e),
             }
         };
@@ -213,7 +234,7 @@ impl Broker {
     }
 
     /// The fetches to send to `leader` now, one per partition that follows it and is ready.
-    pub fn follower_fetches(&self, leader: i32) -> Vec<(Arc<Partition>, repl::FetchRequest)> {
+    pub fn follower_fetches(&self, leader: i32) -> Vec<FollowerFetchPlan> {
         let now = self.now();
         let mut fetches = Vec::new();
         for partition in self.all_partitions() {
@@ -230,33 +251,41 @@ impl Broker {
                 continue;
             };
             let epochs = epoch_view(&log);
+            let log_start_offset = log.log_start_offset();
             drop(log);
             let request = follower.fetch_request(&epochs, now);
             drop(replica);
             if let Some(request) = request {
-                fetches.push((partition, request));
+                fetches.push(FollowerFetchPlan {
+                    partition,
+                    request,
+                    log_start_offset,
+                });
             }
         }
         fetches
     }
 
     /// Applies the leader's answer for one partition as its follower: append, truncate, or
-    /// back off, then the follower high watermark.
+    /// back off, then the follower high watermark and the leader's log start offset. Returns
+    /// the log start offset change to make durable before the next fetch reports it (the
+    /// leader's DeleteRecords answer waits for that report).
     pub fn on_follower_fetch_answer(
         &self,
         partition: &Arc<Partition>,
         request: &repl::FetchRequest,
         answer: &FetchAnswer,
         records: Option<Bytes>,
-    ) {
+    ) -> Option<LogStartChange> {
         let now = self.now();
         let mut replica = partition.lock_replica();
         let Replica::Follower(follower) = &mut *replica else {
-            return;
+            return None;
         };
         let Ok(mut log) = partition.lock_log() else {
-            return;
+            return None;
         };
+        let mut start_moved = false;
         let records = records.filter(|r| !r.is_empty());
         let epochs = epoch_view(&log);
         let mut commands =
@@ -309,6 +338,41 @@ impl Broker {
                             fault = Some(e);
                         }
                     }
+                    FollowerCommand::TruncateFullyAndStartAt { offset } => {
+                        info!(partition = %partition.tp, offset = offset.0,
+                            log_end_offset = %log.log_end_offset(),
+                            "the whole log is below the leader's log start offset: starting over there");
+                        match log.truncate_fully_and_start_at(Offset(offset.0)) {
+                            // Checkpointed before the next fetch reports it: the segment that
+                            // arrives next may start below it (a batch straddling the start).
+                            Ok(()) => start_moved = true,
+                            Err(e) => {
+                                warn!(partition = %partition.tp, error = %e, "truncation failed");
+                                fault = Some(e);
+                            }
+                        }
+                    }
+                    FollowerCommand::IncrementLogStartOffset { to } => {
+                        let high_watermark = partition.high_watermark();
+                        let moved =
+                            log.increment_log_start_offset(Offset(to.0))
+                                .and_then(|moved| {
+                                    if moved {
+                                        log.delete_segments_below_log_start(high_watermark)?;
+                                    }
+                                    Ok(moved)
+                                });
+                        match moved {
+                            Ok(moved) => start_moved |= moved,
+                            Err(e) => {
+                                warn!(partition = %partition.tp, error = %e,
+                                    "cannot follow the leader's log start offset");
+                                if e.is_fatal() {
+                                    fault = Some(e);
+                                }
+                            }
+                        }
+                    }
                     FollowerCommand::HighWatermarkUpdated { high_watermark } => {
                         partition.set_high_watermark(Offset(high_watermark.0));
                         grew = true;
@@ -335,6 +399,7 @@ impl Broker {
         if grew {
             self.notify_data_changed();
         }
+        start_moved.then(|| self.log_start_moved(partition.log_dir_index))
     }
 
     /// A fetch to the leader failed without an answer: every partition in it backs off.

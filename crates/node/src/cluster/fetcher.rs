@@ -1,7 +1,10 @@
 //! Replica fetchers (Kafka's ReplicaFetcherThread): one task per leader this broker follows,
 //! sending Fetch v15+ with `ReplicaState` (this broker's id and epoch, KIP-903) for every
 //! partition that follows that leader, and handing each partition's answer to the follower
-//! core (append, truncate on a diverging epoch — never halt, KAFKA-3861 — or back off).
+//! core (append, truncate on a diverging epoch — never halt, KAFKA-3861 — start over at the
+//! leader's log start offset when the whole log is below it, or back off). Each fetch carries
+//! the partition's log start offset (the leader's DeleteRecords low watermark); a log start
+//! offset moved by an answer is made durable before the next fetch reports it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,13 +18,13 @@ use keel_wire::kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
+use keel_wire::ResponseError;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
-use crate::broker::Broker;
+use crate::broker::{Broker, FollowerFetchPlan};
 use crate::client::Connection;
 use crate::net::BoxStream;
-use crate::partition::Partition;
 
 /// How often an idle fetcher looks for work when no metadata change wakes it.
 const IDLE_POLL_MS: u64 = 100;
@@ -120,8 +123,8 @@ async fn fetch_from(broker: Arc<Broker>, leader: i32, stop: CancellationToken) {
     info!(leader, "replica fetcher stopped");
 }
 
-fn fail(broker: &Broker, fetches: &[(Arc<Partition>, repl::FetchRequest)]) {
-    let partitions: Vec<_> = fetches.iter().map(|(p, _)| p.clone()).collect();
+fn fail(broker: &Broker, fetches: &[FollowerFetchPlan]) {
+    let partitions: Vec<_> = fetches.iter().map(|f| f.partition.clone()).collect();
     broker.on_follower_fetch_failed(&partitions);
 }
 
@@ -136,14 +139,15 @@ async fn connect(broker: &Broker, leader: i32) -> anyhow::Result<Connection<BoxS
 }
 
 async fn fetch_once(
-    broker: &Broker,
+    broker: &Arc<Broker>,
     connection: &mut Connection<BoxStream>,
-    fetches: &[(Arc<Partition>, repl::FetchRequest)],
+    fetches: &[FollowerFetchPlan],
 ) -> anyhow::Result<()> {
     let version = connection.version(ApiKey::Fetch, 12, 16)?;
     let config = &broker.config;
     let mut topics: BTreeMap<(uuid::Uuid, String), Vec<FetchPartition>> = BTreeMap::new();
-    for (partition, request) in fetches {
+    for fetch in fetches {
+        let (partition, request) = (&fetch.partition, &fetch.request);
         topics
             .entry((partition.topic_id, partition.tp.topic.clone()))
             .or_default()
@@ -153,13 +157,13 @@ async fn fetch_once(
                     .with_current_leader_epoch(request.current_leader_epoch.0)
                     .with_fetch_offset(request.fetch_offset.0)
                     .with_last_fetched_epoch(request.last_fetched_epoch.map_or(-1, |e| e.0))
-                    .with_log_start_offset(-1)
+                    .with_log_start_offset(fetch.log_start_offset.0)
                     .with_partition_max_bytes(config.replica_fetch_max_bytes),
             );
     }
     let broker_epoch = fetches
         .first()
-        .map_or(broker.broker_epoch(), |(_, r)| r.broker_epoch.0);
+        .map_or(broker.broker_epoch(), |f| f.request.broker_epoch.0);
     let mut request = FetchRequest::default()
         .with_max_wait_ms(config.replica_fetch_wait_max_ms)
         .with_min_bytes(1)
@@ -199,18 +203,25 @@ async fn fetch_once(
         anyhow::bail!("fetch failed with error code {}", response.error_code);
     }
     let mut answered = vec![false; fetches.len()];
+    let mut durable = Vec::new();
     for topic in response.responses {
         for data in topic.partitions {
-            let Some(index) = fetches.iter().position(|(p, _)| {
+            let Some(index) = fetches.iter().position(|f| {
+                let p = &f.partition;
                 p.tp.partition == data.partition_index
                     && (p.topic_id == topic.topic_id || p.tp.topic == topic.topic.as_str())
             }) else {
                 continue;
             };
             answered[index] = true;
-            let (partition, fetch) = &fetches[index];
+            let (partition, fetch) = (&fetches[index].partition, &fetches[index].request);
             let high_watermark = repl::Offset(data.high_watermark.max(0));
-            let answer = if data.error_code != 0 {
+            // -1: the leader did not say (an error answer).
+            let log_start_offset =
+                (data.log_start_offset >= 0).then_some(repl::Offset(data.log_start_offset));
+            let answer = if data.error_code == ResponseError::OffsetOutOfRange.code() {
+                FetchAnswer::OffsetOutOfRange { log_start_offset }
+            } else if data.error_code != 0 {
                 FetchAnswer::Error(ErrorCode::from_code(data.error_code))
             } else if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
                 FetchAnswer::DivergingEpoch {
@@ -221,9 +232,17 @@ async fn fetch_once(
                     high_watermark,
                 }
             } else {
-                FetchAnswer::Records { high_watermark }
+                FetchAnswer::Records {
+                    high_watermark,
+                    log_start_offset,
+                }
             };
-            broker.on_follower_fetch_answer(partition, fetch, &answer, data.records);
+            durable.extend(broker.on_follower_fetch_answer(
+                partition,
+                fetch,
+                &answer,
+                data.records,
+            ));
         }
     }
     // A partition the leader left out of its answer is retried after a back-off.
@@ -231,10 +250,23 @@ async fn fetch_once(
         .iter()
         .zip(answered)
         .filter(|(_, answered)| !answered)
-        .map(|((p, _), _)| p.clone())
+        .map(|(f, _)| f.partition.clone())
         .collect();
     if !missing.is_empty() {
         broker.on_follower_fetch_failed(&missing);
+    }
+    // The leader learns a follower's log start offset from its next fetch, and answers a
+    // DeleteRecords once every live replica has it: written before that fetch is sent, it
+    // survives a crash of this broker.
+    for change in durable {
+        let broker = broker.clone();
+        let persisted =
+            crate::blocking::run_blocking(move || broker.persist_log_start(change)).await;
+        match persisted {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "cannot checkpoint the log start offset"),
+            Err(e) => warn!(error = %e, "log start offset checkpoint task failed"),
+        }
     }
     Ok(())
 }

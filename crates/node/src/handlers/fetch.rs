@@ -3,7 +3,10 @@
 //! Consumers read from the leader, below the high watermark. Followers (Fetch v15+
 //! `ReplicaState`, or `ReplicaId` before) are validated by the leader's replication core once
 //! per request — leader epoch fencing, their broker epoch (KIP-903), divergence (answered with
-//! `DivergingEpoch`) — and then read up to the log end offset.
+//! `DivergingEpoch`), the offset range — and then read up to the log end offset; the log start
+//! offset each sends is what the low watermark of DeleteRecords is made of. A fetch below the
+//! log start offset is `OFFSET_OUT_OF_RANGE` with the log start offset in the answer (consumers
+//! reset by `auto.offset.reset`, followers start over there).
 //!
 //! Both wait up to `max_wait_ms` until `min_bytes` are available (Kafka's long poll), within
 //! `max_bytes` for the whole response and `partition_max_bytes` per partition, always returning
@@ -203,6 +206,7 @@ fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher)
                                 current_leader_epoch: p.current_leader_epoch,
                                 fetch_offset: p.fetch_offset,
                                 last_fetched_epoch: p.last_fetched_epoch,
+                                log_start_offset: p.log_start_offset,
                             };
                             match broker.serve_follower_fetch(&partition, input) {
                                 FollowerFetchAnswer::Records => Plan::Read,
@@ -217,6 +221,15 @@ fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher)
                                                     .with_epoch(epoch)
                                                     .with_end_offset(end_offset),
                                             )
+                                            .with_records(Some(Bytes::new())),
+                                    )
+                                }
+                                FollowerFetchAnswer::OutOfRange => {
+                                    let (log_start, high_watermark, _) =
+                                        partition.offsets().unwrap_or_default();
+                                    fixed(
+                                        base(p.partition, high_watermark, log_start)
+                                            .with_error_code(ResponseError::OffsetOutOfRange.code())
                                             .with_records(Some(Bytes::new())),
                                     )
                                 }

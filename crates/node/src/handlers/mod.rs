@@ -7,6 +7,7 @@ mod client_quotas;
 mod configs;
 mod create_partitions;
 mod create_topics;
+pub mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_log_dirs;
@@ -76,6 +77,7 @@ pub async fn dispatch(
         Request::OffsetForLeaderEpoch(r) => encode(&offset_for_leader_epoch::handle(broker, r))?,
         Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version).await)?,
         Request::DeleteTopics(r) => encode(&delete_topics::handle(broker, r, version).await)?,
+        Request::DeleteRecords(r) => encode(&delete_records::handle(broker, r).await)?,
         Request::CreatePartitions(r) => {
             encode(&create_partitions::handle(broker, r, version).await)?
         }

@@ -17,10 +17,7 @@ use std::time::Duration;
 
 use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
-    AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse,
-    DeleteTopicsResponse, DescribeAclsResponse, DescribeClientQuotasResponse,
-    DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
+    AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse, DescribeClientQuotasResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
     DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
     DescribeUserScramCredentialsResponse, ElectLeadersResponse, FetchResponse,
     FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
@@ -224,6 +221,18 @@ impl Refusal for DeleteTopicsResponse {
             first.see(t.error_code, t.error_message.as_ref(), || {
                 t.name.as_ref().map_or(String::new(), |n| n.0.to_string())
             });
+        }
+        first.0
+    }
+}
+
+impl Refusal for DeleteRecordsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for t in &self.topics {
+            for p in &t.partitions {
+                first.see(p.error_code, None, || tp(&t.name.0, p.partition_index));
+            }
         }
         first.0
     }

@@ -7,11 +7,14 @@
 //! | 3 | sender is not a follower replica | `NOT_LEADER_OR_FOLLOWER` |
 //! | 4 | sender's broker epoch < its registered epoch (KIP-903, KAFKA-14139) | `NOT_LEADER_OR_FOLLOWER` |
 //! | 5 | `LastFetchedEpoch` ends before the fetch offset here, or is unknown here | `DivergingEpoch` |
-//! | 6 | fetch offset negative or beyond the log end offset | `OFFSET_OUT_OF_RANGE` |
+//! | 6 | fetch offset below the log start offset or beyond the log end offset | `OFFSET_OUT_OF_RANGE` with the log start offset |
 //!
 //! Only a fetch that passes all six updates the follower's progress (Kafka's
-//! `Replica.updateFetchStateOrThrow`), may propose an ISR expansion and may advance the high
-//! watermark.
+//! `Replica.updateFetchStateOrThrow`, which also records the follower's log start offset for
+//! the low watermark), may propose an ISR expansion, may advance the high watermark and may
+//! complete a waiting DeleteRecords. Check 6 is Kafka's `LocalLog.read` refusing an offset
+//! outside the log: a follower below the log start offset starts over there
+//! (`AbstractFetcherThread.fetchOffsetAndTruncate`).
 
 use super::{Effects, FetchAnswer, FetchOutcome, FollowerFetch, LeaderPartition};
 use crate::epochs::EpochView;
@@ -36,9 +39,11 @@ impl LeaderPartition {
                 self.maybe_expand_isr(fetch.broker, &mut fx);
                 self.maybe_advance_high_watermark(now_ms, &mut fx);
                 self.complete_covered(&mut fx);
+                self.complete_deletes(&mut fx);
                 FetchOutcome {
                     answer: FetchAnswer::Records {
                         high_watermark: self.high_watermark,
+                        log_start_offset: Some(self.log_start_offset),
                     },
                     commands: fx.into_commands(),
                 }
@@ -85,8 +90,10 @@ impl LeaderPartition {
                 });
             }
         }
-        if fetch.fetch_offset.0 < 0 || fetch.fetch_offset > self.log_end_offset {
-            return Err(Error(ErrorCode::OffsetOutOfRange));
+        if fetch.fetch_offset < self.log_start_offset || fetch.fetch_offset > self.log_end_offset {
+            return Err(FetchAnswer::OffsetOutOfRange {
+                log_start_offset: Some(self.log_start_offset),
+            });
         }
         Ok(())
     }
@@ -107,6 +114,7 @@ impl LeaderPartition {
             progress.last_caught_up_ms = None;
             progress.last_fetch_leader_log_end_offset = None;
             progress.last_fetch_ms = None;
+            progress.log_start_offset = None;
         }
         let caught_up_at = if fetch.fetch_offset >= leader_leo {
             Some(now_ms)
@@ -123,5 +131,6 @@ impl LeaderPartition {
         progress.last_fetch_leader_log_end_offset = Some(leader_leo);
         progress.last_fetch_ms = Some(now_ms);
         progress.broker_epoch = Some(fetch.broker_epoch);
+        progress.log_start_offset = fetch.log_start_offset;
     }
 }

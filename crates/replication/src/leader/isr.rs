@@ -12,10 +12,17 @@
 //! | 4 | it has fetched in this leadership | [`Ineligible::NoFetch`] |
 //! | 5 | log end offset ≥ high watermark | [`Ineligible::BelowHighWatermark`] |
 //! | 6 | log end offset ≥ start offset of the current leader epoch | [`Ineligible::BelowLeaderEpochStart`] |
-//! | 7 | registered in the leader's metadata | [`Ineligible::Unregistered`] |
-//! | 8 | not fenced | [`Ineligible::Fenced`] |
-//! | 9 | not in controlled shutdown | [`Ineligible::InControlledShutdown`] |
-//! | 10 | the broker epoch of its last fetch is its registered epoch (KIP-903) | [`Ineligible::BrokerEpochMismatch`] |
+//! | 7 | the log start offset it reported ≥ the leader's (when it reports one) | [`Ineligible::BelowLogStartOffset`] |
+//! | 8 | registered in the leader's metadata | [`Ineligible::Unregistered`] |
+//! | 9 | not fenced | [`Ineligible::Fenced`] |
+//! | 10 | not in controlled shutdown | [`Ineligible::InControlledShutdown`] |
+//! | 11 | the broker epoch of its last fetch is its registered epoch (KIP-903) | [`Ineligible::BrokerEpochMismatch`] |
+//!
+//! Check 7 is Keel's, not Kafka's (issue 20): a replica that was down while a DeleteRecords
+//! moved the log start offset joins the ISR — and may be elected cleanly — only once it has
+//! applied that start, so the records a DeleteRecords removed never come back with a new leader.
+//! It costs one fetch round trip after such a deletion. A follower that reports no log start
+//! offset (-1) is not held back by it.
 //!
 //! AlterPartition errors ([`alter_partition_error_action`]):
 //!
@@ -53,6 +60,8 @@ pub enum Ineligible {
     BelowHighWatermark,
     /// Its log end offset is below the start of the current leader epoch.
     BelowLeaderEpochStart,
+    /// The log start offset it reported is below the leader's (it has not applied a deletion).
+    BelowLogStartOffset,
     /// The leader's metadata has no registration for it.
     Unregistered,
     /// Fenced.
@@ -138,6 +147,12 @@ impl LeaderPartition {
         }
         if leo < self.leader_epoch_start_offset {
             return Err(Ineligible::BelowLeaderEpochStart);
+        }
+        if progress
+            .log_start_offset
+            .is_some_and(|start| start < self.log_start_offset)
+        {
+            return Err(Ineligible::BelowLogStartOffset);
         }
         self.registration_check(broker)
     }
@@ -275,7 +290,7 @@ impl LeaderPartition {
     }
 
     /// Timers: the high watermark (a caught-up non-ISR replica may have stopped counting),
-    /// produce timeouts, the AlterPartition retry, and the ISR shrink. Call it at every
+    /// produce and DeleteRecords timeouts, the AlterPartition retry, and the ISR shrink. Call it at every
     /// `ScheduleTick` and at least every `replica.lag.time.max.ms / 2`.
     pub fn tick(&mut self, now_ms: u64) -> Vec<Command> {
         let mut fx = Effects::default();
@@ -285,6 +300,8 @@ impl LeaderPartition {
         self.maybe_advance_high_watermark(now_ms, &mut fx);
         self.complete_covered(&mut fx);
         self.expire_waiting(now_ms, &mut fx);
+        self.complete_deletes(&mut fx);
+        self.expire_deletes(now_ms, &mut fx);
         if let Some(pending) = &mut self.pending {
             if let PendingState::RetryAt { at_ms } = pending.state {
                 if now_ms >= at_ms {

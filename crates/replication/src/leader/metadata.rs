@@ -11,9 +11,11 @@
 //!   otherwise a replica that stopped fetching would hold acks=all back for
 //!   `replica.lag.time.max.ms`;
 //! - broker registrations ([`LeaderPartition::on_broker_registration`]): used for ISR
-//!   eligibility and fetch fencing. A registration newer than the epoch a follower last
-//!   fetched with means that broker restarted: what the leader knew of its log is forgotten
-//!   (KAFKA-14139: a replaced disk must not be counted with its old log end offset);
+//!   eligibility, fetch fencing and the low watermark (only unfenced brokers count). A
+//!   registration newer than the epoch a follower last fetched with means that broker
+//!   restarted: what the leader knew of its log is forgotten, its log start offset too
+//!   (KAFKA-14139: a replaced disk must not be counted with its old log end offset; Kafka keeps
+//!   the log start offset, Keel waits for the restarted replica to report it again);
 //! - `min.insync.replicas` changes ([`LeaderPartition::on_min_insync_replicas`]).
 
 use super::{Command, Effects, LeaderPartition, PartitionMetadata};
@@ -48,11 +50,14 @@ impl LeaderPartition {
         self.isr = meta.isr.clone();
         self.set_replicas(meta.replicas.clone(), now_ms);
         self.commit_isr(meta.isr.clone(), now_ms, &mut fx);
+        // A replica removed from the assignment no longer holds the low watermark back.
+        self.complete_deletes(&mut fx);
         fx.into_commands()
     }
 
     fn end_leadership(&mut self, meta: &PartitionMetadata, fx: &mut Effects) {
         self.fail_all_waiting(ErrorCode::NotLeaderOrFollower, fx);
+        self.fail_all_deletes(ErrorCode::NotLeaderOrFollower, fx);
         self.pending = None;
         self.ended = true;
         fx.ended = Some((meta.leader, meta.leader_epoch));
@@ -79,6 +84,7 @@ impl LeaderPartition {
                         progress.log_end_offset = None;
                         progress.last_caught_up_ms = None;
                         progress.last_fetch_leader_log_end_offset = None;
+                        progress.log_start_offset = None;
                     }
                 }
                 self.brokers.insert(broker, registration);
@@ -89,6 +95,8 @@ impl LeaderPartition {
         }
         self.maybe_advance_high_watermark(now_ms, &mut fx);
         self.complete_covered(&mut fx);
+        // A fenced (or unregistered) broker no longer holds the low watermark back.
+        self.complete_deletes(&mut fx);
         fx.into_commands()
     }
 

@@ -4,9 +4,11 @@
 //! Events in ([`LeaderPartition::on_follower_fetch`], [`LeaderPartition::on_leader_append`],
 //! [`LeaderPartition::await_acks_all`], [`LeaderPartition::tick`],
 //! [`LeaderPartition::on_alter_partition_response`], [`LeaderPartition::on_partition_metadata`],
-//! [`LeaderPartition::on_broker_registration`]), [`Command`]s out. Every method returns its
+//! [`LeaderPartition::on_broker_registration`], [`LeaderPartition::await_delete_records`],
+//! [`LeaderPartition::on_log_start_offset`]), [`Command`]s out. Every method returns its
 //! commands in one canonical order: `HighWatermarkAdvanced`, then `CompleteProduce` by request
-//! id, then `SendAlterPartition`, then `ScheduleTick`, then `LeadershipEnded`.
+//! id, then `CompleteDeleteRecords` by request id, then `SendAlterPartition`, then
+//! `ScheduleTick`, then `LeadershipEnded`.
 //!
 //! | file | what lives there |
 //! |---|---|
@@ -14,8 +16,12 @@
 //! | `isr.rs` | ISR expansion eligibility, shrink, AlterPartition proposals and responses |
 //! | `hwm.rs` | the high watermark (KIP-966 strict min ISR rule) |
 //! | `purgatory.rs` | acks=all: `NOT_ENOUGH_REPLICAS`, waiting, `_AFTER_APPEND`, timeouts |
+//! | `delete_records.rs` | DeleteRecords: the offset checks, the low watermark, waiting for it |
 //! | `metadata.rs` | partition and broker metadata, `min.insync.replicas` changes |
 
+mod delete_records;
+#[cfg(test)]
+mod delete_records_tests;
 mod fetch;
 mod hwm;
 mod isr;
@@ -33,6 +39,7 @@ use crate::types::{
     LeaderEpoch, Offset, PartitionEpoch, RequestId,
 };
 
+pub use delete_records::DeleteRecordsOffset;
 pub use isr::{alter_partition_error_action, AlterPartitionErrorAction, Ineligible};
 pub use purgatory::Acks;
 
@@ -51,6 +58,15 @@ pub enum Command {
         request: RequestId,
         /// `Ok` = acknowledged; otherwise the partition's error code.
         result: Result<(), ErrorCode>,
+    },
+    /// Answer one waiting DeleteRecords request for this partition (Kafka's
+    /// `DelayedDeleteRecords`).
+    CompleteDeleteRecords {
+        /// The request.
+        request: RequestId,
+        /// `Ok(low watermark)` once the low watermark reached the requested offset; otherwise
+        /// the partition's error code (`REQUEST_TIMED_OUT`, `NOT_LEADER_OR_FOLLOWER`).
+        result: Result<Offset, ErrorCode>,
     },
     /// Send this AlterPartition (v3, `NewIsrWithEpochs`) to the controller and feed the answer
     /// to [`LeaderPartition::on_alter_partition_response`] with the proposal's id.
@@ -143,6 +159,9 @@ pub struct FollowerProgress {
     pub last_fetch_leader_log_end_offset: Option<Offset>,
     /// The broker epoch its last accepted fetch carried.
     pub broker_epoch: Option<BrokerEpoch>,
+    /// Its log start offset as its last accepted fetch said (`None` until it fetched in this
+    /// leadership, or when it sent -1): what the low watermark is computed from.
+    pub log_start_offset: Option<Offset>,
 }
 
 /// A follower fetch for this partition (Fetch v15+, from a replica).
@@ -158,15 +177,22 @@ pub struct FollowerFetch {
     pub fetch_offset: Offset,
     /// `LastFetchedEpoch`: the latest epoch in the follower's log (`None` = empty log).
     pub last_fetched_epoch: Option<LeaderEpoch>,
+    /// `LogStartOffset`: the follower's log start offset (`None` = -1, not reported).
+    pub log_start_offset: Option<Offset>,
 }
 
 /// The leader's answer to a follower fetch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FetchAnswer {
-    /// Serve records from the fetch offset; the follower learns this high watermark.
+    /// Serve records from the fetch offset; the follower learns this high watermark and log
+    /// start offset.
     Records {
         /// The leader's high watermark after this fetch.
         high_watermark: Offset,
+        /// The leader's log start offset (`None`: the leader did not say, wire -1). A follower
+        /// moves its own log start offset up to it (Kafka's `ReplicaFetcherThread
+        /// .processPartitionData`: `maybeIncrementLogStartOffset(leaderLogStartOffset)`).
+        log_start_offset: Option<Offset>,
     },
     /// The follower's log diverges: it must truncate (KIP-595's `DivergingEpoch`; never halt,
     /// KAFKA-3861). `None` = the leader knows no epoch ≤ the follower's (wire -1/-1).
@@ -175,6 +201,13 @@ pub enum FetchAnswer {
         end: Option<EpochEndOffset>,
         /// The leader's high watermark.
         high_watermark: Offset,
+    },
+    /// `OFFSET_OUT_OF_RANGE`: the fetch offset is below the leader's log start offset or
+    /// beyond its log end offset; the follower's state on the leader was not updated. A
+    /// follower whose whole log is below the leader's log start offset starts over there.
+    OffsetOutOfRange {
+        /// The leader's log start offset (`None`: the leader did not say, wire -1).
+        log_start_offset: Option<Offset>,
     },
     /// A partition-level error; the follower's state on the leader was not updated.
     Error(ErrorCode),
@@ -213,6 +246,8 @@ pub struct LeaderInit {
     pub local_broker_epoch: BrokerEpoch,
     /// The partition metadata that made this broker leader.
     pub metadata: PartitionMetadata,
+    /// The local log start offset.
+    pub log_start_offset: Offset,
     /// The local log end offset.
     pub log_end_offset: Offset,
     /// Where the current leader epoch starts in the local log (the log end offset when the
@@ -232,6 +267,12 @@ struct WaitingProduce {
     deadline_ms: u64,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WaitingDelete {
+    required_offset: Offset,
+    deadline_ms: u64,
+}
+
 /// The leader's replication state for one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderPartition {
@@ -243,6 +284,7 @@ pub struct LeaderPartition {
     isr: BTreeSet<BrokerId>,
     leader_epoch: LeaderEpoch,
     partition_epoch: PartitionEpoch,
+    log_start_offset: Offset,
     log_end_offset: Offset,
     leader_epoch_start_offset: Offset,
     high_watermark: Offset,
@@ -251,6 +293,7 @@ pub struct LeaderPartition {
     pending: Option<PendingAlterPartition>,
     next_alter_partition_id: u64,
     waiting: BTreeMap<RequestId, WaitingProduce>,
+    waiting_deletes: BTreeMap<RequestId, WaitingDelete>,
     ended: bool,
 }
 
@@ -259,6 +302,7 @@ pub struct LeaderPartition {
 struct Effects {
     high_watermark: Option<Offset>,
     completed: BTreeMap<RequestId, Result<(), ErrorCode>>,
+    completed_deletes: BTreeMap<RequestId, Result<Offset, ErrorCode>>,
     alter_partition: Option<AlterPartitionProposal>,
     tick_at_ms: Option<u64>,
     ended: Option<(Option<BrokerId>, LeaderEpoch)>,
@@ -276,6 +320,9 @@ impl Effects {
         }
         for (request, result) in self.completed {
             commands.push(Command::CompleteProduce { request, result });
+        }
+        for (request, result) in self.completed_deletes {
+            commands.push(Command::CompleteDeleteRecords { request, result });
         }
         if let Some(proposal) = self.alter_partition {
             commands.push(Command::SendAlterPartition(proposal));
@@ -310,6 +357,11 @@ impl LeaderPartition {
                 what: "0 ≤ high watermark ≤ log end offset",
             });
         }
+        if init.log_start_offset > init.high_watermark || init.log_start_offset.0 < 0 {
+            return Err(ReplicationError::OffsetsOutOfOrder {
+                what: "0 ≤ log start offset ≤ high watermark",
+            });
+        }
         if init.leader_epoch_start_offset > init.log_end_offset {
             return Err(ReplicationError::OffsetsOutOfOrder {
                 what: "leader epoch start offset ≤ log end offset",
@@ -323,6 +375,7 @@ impl LeaderPartition {
             isr: meta.isr,
             leader_epoch: meta.leader_epoch,
             partition_epoch: meta.partition_epoch,
+            log_start_offset: init.log_start_offset,
             log_end_offset: init.log_end_offset,
             leader_epoch_start_offset: init.leader_epoch_start_offset,
             high_watermark: init.high_watermark,
@@ -331,6 +384,7 @@ impl LeaderPartition {
             pending: None,
             next_alter_partition_id: 1,
             waiting: BTreeMap::new(),
+            waiting_deletes: BTreeMap::new(),
             ended: false,
         };
         partition.set_replicas(meta.replicas, now_ms);
@@ -388,6 +442,11 @@ impl LeaderPartition {
         self.partition_epoch
     }
 
+    /// The leader's log start offset as the shell last reported it.
+    pub fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
+    }
+
     /// The leader's log end offset.
     pub fn log_end_offset(&self) -> Offset {
         self.log_end_offset
@@ -429,6 +488,11 @@ impl LeaderPartition {
         self.waiting.keys().copied()
     }
 
+    /// The DeleteRecords requests waiting for the low watermark.
+    pub fn waiting_deletes(&self) -> impl Iterator<Item = RequestId> + '_ {
+        self.waiting_deletes.keys().copied()
+    }
+
     /// This leadership ended; every method is now a no-op or answers
     /// `NOT_LEADER_OR_FOLLOWER`.
     pub fn has_ended(&self) -> bool {
@@ -438,6 +502,10 @@ impl LeaderPartition {
     /// Checks the state's invariants; a failure means this crate is wrong.
     pub fn check_invariants(&self) {
         assert!(self.high_watermark <= self.log_end_offset, "HWM beyond LEO");
+        assert!(
+            self.log_start_offset <= self.high_watermark,
+            "log start beyond HWM"
+        );
         assert!(
             self.isr.contains(&self.local) || self.ended,
             "leader not in ISR"
@@ -456,6 +524,13 @@ impl LeaderPartition {
             assert!(
                 waiting.required_offset > self.high_watermark,
                 "covered but waiting"
+            );
+        }
+        let low_watermark = self.low_watermark();
+        for waiting in self.waiting_deletes.values() {
+            assert!(
+                low_watermark.is_none_or(|lw| waiting.required_offset > lw),
+                "delete reached but waiting"
             );
         }
     }

@@ -6,24 +6,24 @@ use super::*;
 use crate::epochs::EpochCache;
 use crate::types::EpochEndOffset;
 
-const EPOCH: LeaderEpoch = LeaderEpoch(5);
+pub(super) const EPOCH: LeaderEpoch = LeaderEpoch(5);
 const PARTITION_EPOCH: PartitionEpoch = PartitionEpoch(10);
 const LAG_MS: u64 = crate::config::DEFAULT_REPLICA_LAG_TIME_MAX_MS;
 
-fn b(id: i32) -> BrokerId {
+pub(super) fn b(id: i32) -> BrokerId {
     BrokerId(id)
 }
 
-fn broker_epoch(id: i32) -> BrokerEpoch {
+pub(super) fn broker_epoch(id: i32) -> BrokerEpoch {
     BrokerEpoch(100 + i64::from(id))
 }
 
-fn set(ids: &[i32]) -> BTreeSet<BrokerId> {
+pub(super) fn set(ids: &[i32]) -> BTreeSet<BrokerId> {
     ids.iter().map(|i| b(*i)).collect()
 }
 
 /// Leader 0 of replicas [0, 1, 2] in leader epoch 5 / partition epoch 10, every broker live.
-fn init(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderInit {
+pub(super) fn init(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderInit {
     LeaderInit {
         local: b(0),
         local_broker_epoch: broker_epoch(0),
@@ -34,6 +34,7 @@ fn init(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderInit {
             replicas: vec![b(0), b(1), b(2)],
             isr: set(isr),
         },
+        log_start_offset: Offset(0),
         log_end_offset: Offset(leo),
         leader_epoch_start_offset: Offset(hwm),
         high_watermark: Offset(hwm),
@@ -47,33 +48,35 @@ fn init(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderInit {
     }
 }
 
-fn leader(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderPartition {
+pub(super) fn leader(isr: &[i32], min_isr: usize, leo: i64, hwm: i64) -> LeaderPartition {
     LeaderPartition::new(init(isr, min_isr, leo, hwm), 0).unwrap()
 }
 
-fn epochs() -> EpochCache {
+pub(super) fn epochs() -> EpochCache {
     EpochCache::from_entries([(LeaderEpoch(3), Offset(0)), (EPOCH, Offset(0))])
 }
 
-fn fetch(broker: i32, offset: i64) -> FollowerFetch {
+pub(super) fn fetch(broker: i32, offset: i64) -> FollowerFetch {
     FollowerFetch {
         broker: b(broker),
         broker_epoch: broker_epoch(broker),
         current_leader_epoch: Some(EPOCH),
         fetch_offset: Offset(offset),
         last_fetched_epoch: Some(EPOCH),
+        log_start_offset: Some(Offset(0)),
     }
 }
 
-fn hwm(offset: i64) -> Command {
+pub(super) fn hwm(offset: i64) -> Command {
     Command::HighWatermarkAdvanced {
         high_watermark: Offset(offset),
     }
 }
 
-fn records(offset: i64) -> FetchAnswer {
+pub(super) fn records(offset: i64) -> FetchAnswer {
     FetchAnswer::Records {
         high_watermark: Offset(offset),
+        log_start_offset: Some(Offset(0)),
     }
 }
 
@@ -215,6 +218,30 @@ fn isr_expansion_eligibility_table() {
                 l.leader_epoch_start_offset = Offset(9);
             },
             Err(Ineligible::BelowLeaderEpochStart),
+        ),
+        (
+            "reported a log start offset below the leader's (issue 20, Keel's rule)",
+            |l| {
+                l.log_start_offset = Offset(4);
+                l.followers.get_mut(&b(2)).unwrap().log_start_offset = Some(Offset(3));
+            },
+            Err(Ineligible::BelowLogStartOffset),
+        ),
+        (
+            "reported the leader's log start offset",
+            |l| {
+                l.log_start_offset = Offset(4);
+                l.followers.get_mut(&b(2)).unwrap().log_start_offset = Some(Offset(4));
+            },
+            Ok(()),
+        ),
+        (
+            "reported none (-1)",
+            |l| {
+                l.log_start_offset = Offset(4);
+                l.followers.get_mut(&b(2)).unwrap().log_start_offset = None;
+            },
+            Ok(()),
         ),
         (
             "fenced",
@@ -760,52 +787,76 @@ fn fetch_with_diverging_epoch_answers_end_offset_and_keeps_state() {
 
 #[test]
 fn fetch_validation_table() {
-    // KIP-320 leader epoch fencing, replica membership, offset range (leader/fetch.rs table).
-    let rows: &[(&str, FollowerFetch, ErrorCode)] = &[
+    // KIP-320 leader epoch fencing, replica membership, offset range (leader/fetch.rs table);
+    // the range is Kafka's LocalLog.read: [log start offset, log end offset].
+    let out_of_range = |start: i64| FetchAnswer::OffsetOutOfRange {
+        log_start_offset: Some(Offset(start)),
+    };
+    let rows: &[(&str, i64, FollowerFetch, FetchAnswer)] = &[
         (
             "older current leader epoch",
+            0,
             FollowerFetch {
                 current_leader_epoch: Some(LeaderEpoch(4)),
                 ..fetch(1, 0)
             },
-            ErrorCode::FencedLeaderEpoch,
+            FetchAnswer::Error(ErrorCode::FencedLeaderEpoch),
         ),
         (
             "newer current leader epoch",
+            0,
             FollowerFetch {
                 current_leader_epoch: Some(LeaderEpoch(6)),
                 ..fetch(1, 0)
             },
-            ErrorCode::UnknownLeaderEpoch,
+            FetchAnswer::Error(ErrorCode::UnknownLeaderEpoch),
         ),
-        ("not a replica", fetch(7, 0), ErrorCode::NotLeaderOrFollower),
+        (
+            "not a replica",
+            0,
+            fetch(7, 0),
+            FetchAnswer::Error(ErrorCode::NotLeaderOrFollower),
+        ),
         (
             "the leader itself",
+            0,
             fetch(0, 0),
-            ErrorCode::NotLeaderOrFollower,
+            FetchAnswer::Error(ErrorCode::NotLeaderOrFollower),
         ),
         (
             "beyond LEO",
+            0,
             FollowerFetch {
                 last_fetched_epoch: None,
                 ..fetch(1, 11)
             },
-            ErrorCode::OffsetOutOfRange,
+            out_of_range(0),
         ),
         (
             "negative offset",
+            0,
             FollowerFetch {
                 last_fetched_epoch: None,
                 ..fetch(1, -3)
             },
-            ErrorCode::OffsetOutOfRange,
+            out_of_range(0),
+        ),
+        (
+            "below the log start offset (DeleteRecords moved it)",
+            4,
+            FollowerFetch {
+                last_fetched_epoch: None,
+                ..fetch(1, 3)
+            },
+            out_of_range(4),
         ),
     ];
-    for (name, f, error) in rows {
-        let mut l = leader(&[0, 1], 1, 10, 0);
+    for (name, log_start, f, answer) in rows {
+        let mut l = leader(&[0, 1], 1, 10, 10);
+        assert_eq!(l.on_log_start_offset(Offset(*log_start)), Ok(vec![]));
         let before = l.clone();
         let out = l.on_follower_fetch(f, &epochs(), 1);
-        assert_eq!(out.answer, FetchAnswer::Error(*error), "{name}");
+        assert_eq!(out.answer, *answer, "{name}");
         assert_eq!(l, before, "{name}");
     }
 }

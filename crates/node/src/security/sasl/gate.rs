@@ -367,14 +367,11 @@ impl SaslGate {
             })
         };
         let reauthenticating = previous.is_some();
-        let fail = |mut failure: Failure| {
-            // Kafka's generic message names the re-authentication when it is one
-            // (`ReauthInfo.authenticationOrReauthenticationText`).
-            if reauthenticating
-                && failure.client_message == super::invalid_credentials_message(&mechanism, false)
-            {
-                failure.client_message = super::invalid_credentials_message(&mechanism, true);
-            }
+        let fail = |failure: Failure| {
+            let failure = match reauthenticating {
+                true => failure.during_reauthentication(),
+                false => failure,
+            };
             (
                 Verdict::Fail {
                     answer: failure_answer(&failure.client_message),

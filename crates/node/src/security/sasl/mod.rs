@@ -4,12 +4,13 @@
 //! the node's own outgoing authentication ([`client`]).
 //!
 //! Mechanisms: PLAIN ([`plain`]), SCRAM-SHA-256 and SCRAM-SHA-512 ([`scram`], credentials from
-//! the metadata image through [`Credentials`]). A mechanism never sees the network: it turns
-//! client tokens into challenges, a principal or a failure.
+//! the metadata image through [`Credentials`]), OAUTHBEARER ([`oauthbearer`]). A mechanism never
+//! sees the network: it turns client tokens into challenges, a principal or a failure.
 
 pub mod client;
 pub mod gate;
 pub mod jaas;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
@@ -167,35 +168,47 @@ pub struct Failure {
     pub reason: String,
 }
 
-/// Kafka's answer to a failed exchange whose reason must stay on the server
-/// (`SaslServerAuthenticator.handleSaslToken` for a `SaslException`: it "may contain sensitive
-/// data like the existence of the user").
-pub fn invalid_credentials_message(mechanism: &str, reauthenticating: bool) -> String {
-    let during = match reauthenticating {
-        true => "re-authentication",
-        false => "authentication",
-    };
-    format!(
-        "Authentication failed during {during} due to invalid credentials with SASL mechanism {mechanism}"
-    )
-}
+/// What Kafka's `SaslServerAuthenticator` tells a client whose mechanism failed with a
+/// `SaslException` (rather than a `SaslAuthenticationException`, whose own message is sent):
+/// never the exception's text, which may say too much.
+const INVALID_CREDENTIALS_DURING: &str = "Authentication failed during ";
+const INVALID_CREDENTIALS_DUE_TO: &str = " due to invalid credentials with SASL mechanism ";
 
 impl Failure {
-    /// A failure the client hears of only as Kafka's generic message
-    /// ([`invalid_credentials_message`]); `reason` is for the log.
-    pub fn invalid_credentials(mechanism: &str, reason: impl Into<String>) -> Failure {
-        Failure {
-            client_message: invalid_credentials_message(mechanism, false),
-            reason: reason.into(),
-        }
-    }
-
     /// A failure whose client message is also the reason.
     pub fn new(message: impl Into<String>) -> Failure {
         let message = message.into();
         Failure {
             client_message: message.clone(),
             reason: message,
+        }
+    }
+
+    /// A failure the client is told only as Kafka's generic "invalid credentials" message
+    /// (a `SaslException` in Kafka's mechanisms); `reason` goes to the log.
+    pub fn invalid_credentials(mechanism: &str, reason: impl Into<String>) -> Failure {
+        Failure {
+            client_message: format!(
+                "{INVALID_CREDENTIALS_DURING}authentication{INVALID_CREDENTIALS_DUE_TO}{mechanism}"
+            ),
+            reason: reason.into(),
+        }
+    }
+
+    /// The same failure during a re-authentication (Kafka's
+    /// `ReauthInfo.authenticationOrReauthenticationText` in the generic message).
+    pub fn during_reauthentication(self) -> Failure {
+        let generic = self
+            .client_message
+            .strip_prefix(INVALID_CREDENTIALS_DURING)
+            .and_then(|rest| rest.strip_prefix("authentication"))
+            .filter(|rest| rest.starts_with(INVALID_CREDENTIALS_DUE_TO));
+        match generic {
+            Some(rest) => Failure {
+                client_message: format!("{INVALID_CREDENTIALS_DURING}re-authentication{rest}"),
+                reason: self.reason,
+            },
+            None => self,
         }
     }
 }
@@ -337,13 +350,19 @@ impl<'a> MechanismProps<'a> {
         }
     }
 
-    /// The value of `key` and the key it came from.
-    pub fn get_with_key(&self, key: &str) -> Option<(String, &'a str)> {
-        let mechanism_key = format!(
+    /// `listener.name.<l>.<mechanism>.<key>`: the key only this mechanism on this listener
+    /// reads.
+    pub fn mechanism_key(&self, key: &str) -> String {
+        format!(
             "listener.name.{}.{}.{key}",
             self.listener,
             self.mechanism.to_ascii_lowercase()
-        );
+        )
+    }
+
+    /// The value of `key` and the key it came from.
+    pub fn get_with_key(&self, key: &str) -> Option<(String, &'a str)> {
+        let mechanism_key = self.mechanism_key(key);
         if let Some(v) = self.props.get(&mechanism_key) {
             return Some((mechanism_key, v.as_str()));
         }
@@ -384,14 +403,11 @@ fn server_mechanism(
                 .expect("the two SCRAM names");
             Ok(Arc::new(scram::ScramServer::from_props(mechanism, &view)?))
         }
+        OAUTHBEARER => Ok(Arc::new(oauthbearer::OAuthBearerServer::from_props(&view)?)),
         GSSAPI => Err(invalid(
             format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
             "GSSAPI (Kerberos) is not supported by Keel; use SCRAM-SHA-512, PLAIN over TLS or \
              OAUTHBEARER",
-        )),
-        OAUTHBEARER => Err(invalid(
-            format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
-            format!("{name} is not supported yet (issue 21); PLAIN is"),
         )),
         other => Err(invalid(
             format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
@@ -416,10 +432,16 @@ pub fn client_mechanism(
                 mechanism, jaas_key, entries,
             )?))
         }
+        OAUTHBEARER => Err(invalid(
+            jaas_key,
+            "OAUTHBEARER is not available to Keel's own connections or the keel commands (Keel \
+             fetches no tokens); its listeners accept OAUTHBEARER from clients, and use another \
+             mechanism here",
+        )),
         other => Err(invalid(
             jaas_key,
             format!(
-                "{other} cannot be used for Keel's own connections yet; PLAIN, SCRAM-SHA-256 and \
+                "{other} cannot be used for Keel's own connections; PLAIN, SCRAM-SHA-256 and \
                  SCRAM-SHA-512 can"
             ),
         )),
