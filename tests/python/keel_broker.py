@@ -137,6 +137,7 @@ class Broker:
         self.last_returncode: int | None = None
         self.stopped = False  # SIGSTOPped and not continued since
         self.format_args: list[str] = []  # extra `keel format` arguments (e.g. --add-scram ...)
+        self.dev_args: list[str] = []  # extra `keel dev` arguments (e.g. --secure)
 
     def default_config(self) -> dict[str, str]:
         """The properties every run gets unless `config` replaces them."""
@@ -255,7 +256,7 @@ class Broker:
 
     def argv(self, binary: Path) -> list[str]:
         if self.mode == "dev":
-            return [str(binary), "dev", "--data-dir", str(self.data_dir), "--port", str(self.port)]
+            return [str(binary), "dev", "--data-dir", str(self.data_dir), "--port", str(self.port), *self.dev_args]
         argv = [str(binary), "server", "--config", str(self.config_path)]
         for k, v in self.overrides.items():
             argv += ["--override", f"{k}={v}"]

@@ -13,6 +13,7 @@ and Admin (inside ConfigCommand).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -155,10 +156,12 @@ def test_kafka_configs_sets_passwords_and_three_clients_authenticate(node, tools
         assert [m.value for m in consumer] == [f"kp{i}".encode() for i in range(20)]
         consumer.close()
 
-        for bootstrap, props in ((node.sasl, java_scram("alice", "alice-secret", mechanism)),
-                                 (node.sasl_ssl, java_scram("alice", "alice-secret", mechanism, node.pki))):
-            run = java_check(bootstrap, props, unique_topic("scram-java"), node.broker.workdir)
-            assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+        # The Java client (one JVM per mechanism: SHA-256 on SASL_PLAINTEXT, SHA-512 on SASL_SSL).
+        bootstrap, props = ((node.sasl, java_scram("alice", "alice-secret", mechanism))
+                            if mechanism == "SCRAM-SHA-256" else
+                            (node.sasl_ssl, java_scram("alice", "alice-secret", mechanism, node.pki)))
+        run = java_check(bootstrap, props, unique_topic("scram-java"), node.broker.workdir)
+        assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
     assert "alice-secret" not in node.broker.log_text()
 
 
@@ -324,7 +327,8 @@ def test_cluster_whose_nodes_authenticate_with_scram_bootstrapped_at_format(clus
     SCRAM-SHA-512. acks=all records survive kill -9 of a follower broker and of the active
     controller; a user kafka-configs adds during the run, and the bootstrap users, survive a
     metadata snapshot (every 4 entries): a wiped broker loads the snapshot and authenticates
-    them. A broker with a wrong SCRAM password towards the controllers cannot join and its log
+    them, and the three controllers restarted at once load their images from their snapshots and
+    still authenticate each other and the brokers (a user added then works). A broker with a wrong SCRAM password towards the controllers cannot join and its log
     has Kafka's message."""
     from clients import confluent_admin, create_topic, wait_for_leaders
     pki = Pki(tmp_path / "pki")
@@ -402,6 +406,28 @@ def test_cluster_whose_nodes_authenticate_with_scram_bootstrapped_at_format(clus
                                    **confluent_scram(user, password, "SCRAM-SHA-512", pki)}).list_topics(timeout=WAIT_S)
         assert topic in md.topics, (user, sorted(md.topics))
 
+    # Every controller restarted at once: each loads its image from its snapshot (the records
+    # before it are gone from its Raft log's replay), so the Raft traffic among them and the
+    # brokers' connections to them authenticate with credentials that came from a snapshot; a
+    # user added then is forwarded, committed and usable.
+    for ctl in c.controllers:
+        ctl.terminate()
+    for ctl in c.controllers:
+        ctl.spawn()
+    for ctl in c.controllers:
+        ctl.wait_ready()
+        opened = re.search(r"controller opened its Raft log and applied metadata .*applied_end_offset=(\d+)",
+                           ctl.log_text())
+        assert opened and int(opened.group(1)) > 0, ctl.log_tail()
+    c.wait_for_active_controller()
+    r = c.wait_for(lambda: (lambda r: r if r.code == 0 else None)(tools.run(
+        CONFIG_COMMAND, "--bootstrap-server", ",".join(f"127.0.0.1:{p}" for p in internal.values()),
+        "--command-config", str(admin_config), "--alter", "--entity-type", "users", "--entity-name", "dave",
+        "--add-config", "SCRAM-SHA-512=[password=dave-secret]")), 60, "kafka-configs adding dave")
+    md = ck.admin.AdminClient({"bootstrap.servers": f"127.0.0.1:{internal[0]}",
+                               **confluent_scram("dave", "dave-secret", "SCRAM-SHA-512", pki)}).list_topics(timeout=WAIT_S)
+    assert topic in md.topics, sorted(md.topics)
+
     got = []
     consumer = ck.Consumer({"bootstrap.servers": ",".join(f"127.0.0.1:{p}" for p in internal.values()),
                             **confluent_scram("broker", "b-secret", "SCRAM-SHA-512", pki),
@@ -423,3 +449,98 @@ def test_cluster_whose_nodes_authenticate_with_scram_bootstrapped_at_format(clus
         node.start(timeout_s=15)
     assert kafka_message("SCRAM-SHA-512") in node.log_text(), node.log_tail()
     assert "not-b-secret-9" not in node.log_text()
+
+
+def printed_settings(log: str, header: str) -> dict[str, str]:
+    """The `key=value` lines `keel dev --secure` prints (indented) under the line holding
+    `header`, up to its next `keel:` line; log lines of the nodes in between are skipped."""
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if header in line)
+    settings: dict[str, str] = {}
+    for line in lines[start + 1:]:
+        if line.startswith("keel:"):
+            break
+        if line.startswith("    ") and "=" in line:
+            key, _, value = line.strip().partition("=")
+            settings[key] = value
+    return settings
+
+
+def test_keel_dev_secure_settings_work_as_printed(tmp_path_factory, tools):
+    """`keel dev --secure`: every listener SASL_SSL with SCRAM-SHA-512 and a throwaway CA, the
+    admin credential bootstrapped at format time (as `--add-scram` does) so the nodes authenticate
+    to each other from their first start. The Kafka client properties and librdkafka settings it
+    prints are used as they are: librdkafka and the Java client produce and consume, Kafka's
+    kafka-configs adds a user (the cluster's controllers take credentials); a plaintext client gets
+    nothing; the first run logs no warning. A restart reuses the files; a data directory a plain `keel dev` made is refused by
+    `--secure` with the reason."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    b = Broker(tmp_path_factory.mktemp("dev-secure"), name="dev-secure", mode="dev")
+    b.dev_args = ["--secure"]
+    try:
+        b.start()
+        log = b.log_text()
+        java_props = printed_settings(log, "Kafka client properties")
+        rdkafka = printed_settings(log, "librdkafka (confluent-kafka")
+        assert java_props["security.protocol"] == "SASL_SSL" and java_props["sasl.mechanism"] == "SCRAM-SHA-512"
+        assert rdkafka["sasl.mechanisms"] == "SCRAM-SHA-512" and rdkafka["sasl.username"] == "admin"
+        secure_dir = b.data_dir / "secure"
+        assert (secure_dir / "client.properties").read_text().splitlines() == \
+            [f"{k}={v}" for k, v in java_props.items()]
+        assert (secure_dir / "librdkafka.properties").read_text().splitlines() == \
+            [f"{k}={v}" for k, v in rdkafka.items()]
+
+        def rdkafka_round_trip(topic: str, n: int = 30) -> None:
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, **rdkafka})
+            admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(WAIT_S)
+            producer = ck.Producer({"bootstrap.servers": b.bootstrap, **rdkafka, "acks": "all"})
+            for i in range(n):
+                producer.produce(topic, value=f"d{i}".encode(), partition=i % 3)
+            assert producer.flush(WAIT_S) == 0
+            consumer = ck.Consumer({"bootstrap.servers": b.bootstrap, **rdkafka, "group.id": unique_topic("g"),
+                                    "auto.offset.reset": "earliest"})
+            consumer.subscribe([topic])
+            got = []
+            deadline = time.monotonic() + WAIT_S
+            while len(got) < n and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.append(msg.value().decode())
+            consumer.close()
+            assert sorted(got) == sorted(f"d{i}" for i in range(n)), got
+
+        rdkafka_round_trip(unique_topic("dev-secure-rd"))
+        run = java_check(b.bootstrap, java_props, unique_topic("dev-secure-java"), b.workdir, rf=3)
+        assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+        command_config = b.workdir / "printed-client.properties"
+        command_config.write_text("".join(f"{k}={v}\n" for k, v in java_props.items()))
+        r = tools.run(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap.split(",")[0], "--command-config",
+                      str(command_config), "--alter", "--entity-type", "users", "--entity-name", "dev-user",
+                      "--add-config", "SCRAM-SHA-512=[password=dev-user-secret]")
+        assert r.code == 0, r.report()
+        plain = AdminClient({"bootstrap.servers": b.bootstrap, "socket.timeout.ms": "3000"})
+        with pytest.raises(ck.KafkaException):
+            plain.list_topics(timeout=4)
+
+        assert b.terminate() == 0, b.log_tail()
+        noisy = [line for line in b.log_text().splitlines() if " WARN " in line or " ERROR " in line]
+        assert not noisy, "a fresh secure dev cluster logged warnings:\n" + "\n".join(noisy[:20])
+        b.start()
+        assert printed_settings(b.log_text(), "librdkafka (confluent-kafka") == rdkafka, "the same password again"
+        rdkafka_round_trip(unique_topic("dev-secure-again"), n=9)
+        again = {**rdkafka, "sasl.username": "dev-user", "sasl.password": "dev-user-secret"}
+        md = AdminClient({"bootstrap.servers": b.bootstrap, **again}).list_topics(timeout=WAIT_S)
+        assert len(md.brokers) == 3, md.brokers
+    finally:
+        b.stop()
+
+    plain_dev = Broker(tmp_path_factory.mktemp("dev-plain"), name="dev-plain", mode="dev")
+    try:
+        plain_dev.start()
+        assert plain_dev.terminate() == 0
+        plain_dev.dev_args = ["--secure"]
+        with pytest.raises(BrokerError):
+            plain_dev.start(timeout_s=30)
+        assert "was formatted without the admin credential" in plain_dev.log_text(), plain_dev.log_tail()
+    finally:
+        plain_dev.stop()

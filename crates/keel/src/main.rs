@@ -684,6 +684,12 @@ fn dev(
             id
         }
     };
+    // --secure: the admin credential is bootstrap metadata of every controller, as
+    // `keel format --add-scram` writes it (one record, so every controller has the same salt).
+    let admin_credential = secure
+        .as_ref()
+        .map(dev_secure::SecureDev::admin_credential)
+        .transpose()?;
     for id in &controller_ids {
         let dir = controller_dir(*id);
         match read_cluster_id(&dir)? {
@@ -691,8 +697,21 @@ fn dev(
                 "{} belongs to cluster {found}, not {cluster_id}",
                 dir.display()
             ),
-            Some(_) => {}
-            None => format_dirs(*id, std::slice::from_ref(&dir), &cluster_id)?,
+            Some(_) => {
+                if let Some(secure) = &secure {
+                    secure.check_formatted(&dir)?;
+                }
+            }
+            None => {
+                format_dirs(*id, std::slice::from_ref(&dir), &cluster_id)?;
+                if let Some(record) = &admin_credential {
+                    keel_node::controller_server::bootstrap::write(
+                        &OsStorage::new(),
+                        &dir,
+                        std::slice::from_ref(record),
+                    )?;
+                }
+            }
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
