@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 
+from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import ListConfigResourcesRequest, ListConfigResourcesResponse
 from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
@@ -18,12 +19,18 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+                                        DescribeUserScramCredentialsRequest,
+                                        DescribeUserScramCredentialsResponse)
 
 RESPONSES = {
+    AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
     ApiVersionsRequest: ApiVersionsResponse,
+    DescribeClientQuotasRequest: DescribeClientQuotasResponse,
     DescribeClusterRequest: DescribeClusterResponse,
     DescribeGroupsRequest: DescribeGroupsResponse,
     DescribeProducersRequest: DescribeProducersResponse,
+    DescribeUserScramCredentialsRequest: DescribeUserScramCredentialsResponse,
     FindCoordinatorRequest: FindCoordinatorResponse,
     ListConfigResourcesRequest: ListConfigResourcesResponse,
     ListOffsetsRequest: ListOffsetsResponse,

@@ -136,6 +136,8 @@ class Broker:
         self._bootstrap: str | None = None
         self.last_returncode: int | None = None
         self.stopped = False  # SIGSTOPped and not continued since
+        self.format_args: list[str] = []  # extra `keel format` arguments (e.g. --add-scram ...)
+        self.dev_args: list[str] = []  # extra `keel dev` arguments (e.g. --secure)
 
     def default_config(self) -> dict[str, str]:
         """The properties every run gets unless `config` replaces them."""
@@ -225,6 +227,7 @@ class Broker:
         argv = [str(binary), "format", "--config", str(self.config_path)]
         if self.cluster_id is not None:
             argv.append(f"--cluster-id={self.cluster_id}")
+        argv += self.format_args
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=self.workdir)
         with open(self.workdir / "format.log", "a") as log:
             log.write(f"$ {' '.join(argv)}\n{out.stdout}{out.stderr}")
@@ -253,7 +256,7 @@ class Broker:
 
     def argv(self, binary: Path) -> list[str]:
         if self.mode == "dev":
-            return [str(binary), "dev", "--data-dir", str(self.data_dir), "--port", str(self.port)]
+            return [str(binary), "dev", "--data-dir", str(self.data_dir), "--port", str(self.port), *self.dev_args]
         argv = [str(binary), "server", "--config", str(self.config_path)]
         for k, v in self.overrides.items():
             argv += ["--override", f"{k}={v}"]

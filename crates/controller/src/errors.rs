@@ -61,6 +61,10 @@ error_codes! {
     InconsistentClusterId = 104, "INCONSISTENT_CLUSTER_ID";
     IneligibleReplica = 107, "INELIGIBLE_REPLICA";
     NewLeaderElected = 108, "NEW_LEADER_ELECTED";
+    UnsupportedSaslMechanism = 33, "UNSUPPORTED_SASL_MECHANISM";
+    ResourceNotFound = 91, "RESOURCE_NOT_FOUND";
+    DuplicateResource = 92, "DUPLICATE_RESOURCE";
+    UnacceptableCredential = 93, "UNACCEPTABLE_CREDENTIAL";
 }
 
 impl ErrorCode {
@@ -160,6 +164,25 @@ pub enum ReplayError {
     /// A partition record for an existing partition.
     #[error("partition {0} already exists")]
     DuplicatePartition(TopicPartition),
+    /// A SCRAM credential record outside the bounds every credential is checked against.
+    #[error("SCRAM credential of user {user:?} for {mechanism}: {reason}")]
+    InvalidScramCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A removal of a SCRAM credential that does not exist (Kafka: "Unable to find credential
+    /// to delete").
+    #[error("no SCRAM credential of user {user:?} for {mechanism} to remove")]
+    UnknownScramCredential {
+        /// The user.
+        user: String,
+        /// The mechanism.
+        mechanism: &'static str,
+    },
     /// Applying the record would break a partition invariant.
     #[error("partition {partition}: {violation}")]
     Invariant {
@@ -197,6 +220,10 @@ mod tests {
             ("INCONSISTENT_CLUSTER_ID", 104),
             ("INELIGIBLE_REPLICA", 107),
             ("NEW_LEADER_ELECTED", 108),
+            ("UNSUPPORTED_SASL_MECHANISM", 33),
+            ("RESOURCE_NOT_FOUND", 91),
+            ("DUPLICATE_RESOURCE", 92),
+            ("UNACCEPTABLE_CREDENTIAL", 93),
         ];
         for (name, code) in expected {
             let error = ErrorCode::from_name(name).expect(name);

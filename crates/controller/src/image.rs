@@ -12,8 +12,10 @@ use crate::errors::ReplayError;
 use crate::partition::PartitionState;
 use crate::records::{
     BrokerStateChange, ConfigRecord, ConfigResource, FeatureLevelRecord, Listener, PartitionRecord,
-    PendingTopicRecord, Record, RegisterBrokerRecord, TopicRecord,
+    PendingTopicRecord, Record, RegisterBrokerRecord, RemoveUserScramCredentialRecord, TopicRecord,
+    UserScramCredentialRecord,
 };
+use crate::scram::{ScramCredentialData, ScramMechanism};
 use crate::types::{
     BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, TopicId, TopicPartition,
     UncleanRecoveryStrategy,
@@ -107,8 +109,13 @@ pub struct ClusterImage {
     features: BTreeMap<String, u16>,
     /// The first producer id no broker has been given yet.
     next_producer_id: i64,
+    /// SCRAM credentials by user, then mechanism (KIP-554); shared with clones until changed.
+    scram: Arc<ScramUsers>,
     last_applied: Option<MetadataOffset>,
 }
+
+/// SCRAM credentials by user name, then mechanism; a user without credentials has no entry.
+pub type ScramUsers = BTreeMap<String, BTreeMap<ScramMechanism, ScramCredentialData>>;
 
 impl ClusterImage {
     /// An empty image.
@@ -130,6 +137,20 @@ impl ClusterImage {
     /// The first producer id not handed out yet ([`Record::ProducerIds`]).
     pub fn next_producer_id(&self) -> i64 {
         self.next_producer_id
+    }
+
+    /// The SCRAM credential of `user` for `mechanism`.
+    pub fn scram_credential(
+        &self,
+        user: &str,
+        mechanism: ScramMechanism,
+    ) -> Option<&ScramCredentialData> {
+        self.scram.get(user)?.get(&mechanism)
+    }
+
+    /// Every user's SCRAM credentials.
+    pub fn scram_users(&self) -> &ScramUsers {
+        &self.scram
     }
 
     /// Every registration.
@@ -315,7 +336,44 @@ impl ClusterImage {
                 self.next_producer_id = r.next_producer_id;
                 Ok(())
             }
+            Record::UserScramCredential(r) => self.put_scram(r),
+            Record::RemoveUserScramCredential(r) => self.remove_scram(r),
         }
+    }
+
+    /// Kafka's `ScramControlManager.replay(UserScramCredentialRecord)`, with the credential's
+    /// bounds checked again (the generating side checked them first).
+    fn put_scram(&mut self, r: &UserScramCredentialRecord) -> Result<(), ReplayError> {
+        let invalid = |reason: String| ReplayError::InvalidScramCredential {
+            user: r.name.clone(),
+            mechanism: r.mechanism.name(),
+            reason,
+        };
+        crate::scram::check_user_name(&r.name).map_err(|e| invalid(e.message))?;
+        r.credential.check(r.mechanism).map_err(invalid)?;
+        Arc::make_mut(&mut self.scram)
+            .entry(r.name.clone())
+            .or_default()
+            .insert(r.mechanism, r.credential.clone());
+        Ok(())
+    }
+
+    /// Kafka's `ScramControlManager.replay(RemoveUserScramCredentialRecord)`: removing a
+    /// credential that does not exist is an error ("Unable to find credential to delete").
+    fn remove_scram(&mut self, r: &RemoveUserScramCredentialRecord) -> Result<(), ReplayError> {
+        if self.scram_credential(&r.name, r.mechanism).is_none() {
+            return Err(ReplayError::UnknownScramCredential {
+                user: r.name.clone(),
+                mechanism: r.mechanism.name(),
+            });
+        }
+        let users = Arc::make_mut(&mut self.scram);
+        let by_mechanism = users.get_mut(&r.name).expect("checked above");
+        by_mechanism.remove(&r.mechanism);
+        if by_mechanism.is_empty() {
+            users.remove(&r.name);
+        }
+        Ok(())
     }
 
     fn register(&mut self, offset: MetadataOffset, r: &RegisterBrokerRecord) {
@@ -605,6 +663,15 @@ impl ClusterImage {
                 records.push(Record::Partition(PartitionRecord {
                     partition: TopicPartition::new(t.id, *index),
                     state: p.clone(),
+                }));
+            }
+        }
+        for (name, by_mechanism) in self.scram.iter() {
+            for (mechanism, credential) in by_mechanism {
+                records.push(Record::UserScramCredential(UserScramCredentialRecord {
+                    name: name.clone(),
+                    mechanism: *mechanism,
+                    credential: credential.clone(),
                 }));
             }
         }

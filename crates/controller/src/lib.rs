@@ -19,6 +19,7 @@
 //! | [`alter_partition`] | AlterPartition request types and validation in Kafka's order |
 //! | [`recovery`] | the Unclean Recovery Manager's pure state machine and its [`recovery::Command`]s |
 //! | [`config`] | config names, defaults, effective min ISR, strategy resolution |
+//! | [`scram`] | SCRAM mechanisms, the key derivation of RFC 5802, credential bounds, DescribeUserScramCredentials |
 //! | [`errors`] | [`ErrorCode`] (Kafka's names and numbers), [`ApiError`], [`ReplayError`] |
 //! | `controller` | the [`Controller`] facade: membership, topics, AlterPartition, elections, recovery events |
 //! | [`golden`] | the golden-case runner ([`golden::run`]) and the one-partition [`golden::harness::Harness`] |
@@ -32,8 +33,9 @@
 //! [`records::PartitionDelta`]: optional fields = unchanged, the leader as
 //! [`records::LeaderChange`] `To(broker)` / `Leaderless` instead of -1/-2), `Config` (topic or
 //! cluster, set or delete), `ClearElr` (clears ELR and LastKnownELR of the partitions whose ISR
-//! meets their effective min ISR) and `FeatureLevel` (`eligible.leader.replicas.enable`, on
-//! unless level 0). A snapshot is a list of records ([`ClusterImage::to_snapshot`]).
+//! meets their effective min ISR), `FeatureLevel` (`eligible.leader.replicas.enable`, on
+//! unless level 0), `ProducerIds`, and `UserScramCredential` / `RemoveUserScramCredential`
+//! (KIP-554: a user's salt, iterations, StoredKey and ServerKey for one SCRAM mechanism). A snapshot is a list of records ([`ClusterImage::to_snapshot`]).
 //!
 //! ## Generate, then replay
 //!
@@ -130,6 +132,7 @@ pub mod partition;
 pub mod partition_change;
 pub mod records;
 pub mod recovery;
+pub mod scram;
 pub mod types;
 
 pub use controller::{
@@ -141,7 +144,8 @@ pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
     LostReplica, LostReplicaReason, Output, ProducerIdBlock, RegisterBrokerRequest,
-    RegisterBrokerResponse, LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
+    RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
+    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

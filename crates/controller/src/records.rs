@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::partition::PartitionState;
+use crate::scram::{ScramCredentialData, ScramMechanism};
 use crate::types::{
     BrokerEpoch, BrokerId, DirectoryId, IncarnationId, LeaderRecoveryState, RecoveryMode, TopicId,
     TopicPartition,
@@ -50,6 +51,10 @@ pub enum Record {
     FeatureLevel(FeatureLevelRecord),
     /// A block of producer ids was handed to a broker.
     ProducerIds(ProducerIdsRecord),
+    /// A user's SCRAM credential for one mechanism was created or replaced (KIP-554).
+    UserScramCredential(UserScramCredentialRecord),
+    /// A user's SCRAM credential for one mechanism was removed.
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
 }
 
 /// A listener a broker accepts connections on.
@@ -275,4 +280,26 @@ pub struct FeatureLevelRecord {
     pub name: String,
     /// Its level (for ELR: 0 = off, 1 = on).
     pub level: u16,
+}
+
+/// Kafka's `UserScramCredentialRecord`: what verifies `name`'s proofs for `mechanism` — the
+/// salt, iterations, StoredKey and ServerKey; never the password or the salted password. Its
+/// `Debug` hides the salt and keys (Kafka's `RecordRedactor` does the same).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScramCredentialRecord {
+    /// The user name.
+    pub name: String,
+    /// The mechanism.
+    pub mechanism: ScramMechanism,
+    /// The credential.
+    pub credential: ScramCredentialData,
+}
+
+/// Kafka's `RemoveUserScramCredentialRecord`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveUserScramCredentialRecord {
+    /// The user name.
+    pub name: String,
+    /// The mechanism whose credential is removed.
+    pub mechanism: ScramMechanism,
 }

@@ -3,11 +3,22 @@
 //! and an admin user, made once under `<data dir>/secure/` and reused on later starts. It
 //! prints the client settings (Kafka's client properties, and librdkafka's) that work as they
 //! are, and writes them next to the certificates.
+//!
+//! The admin user's SCRAM credential is written at format time, as `keel format --add-scram
+//! 'SCRAM-SHA-512=[name=admin,password=...]'` writes it, into every dev controller's bootstrap
+//! metadata: the nodes authenticate to each other as admin from their first start, before any
+//! metadata record is committed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use keel_controller::records::Record;
+use keel_controller::scram::ScramMechanism;
+use keel_log::storage::OsStorage;
+use keel_node::clock::SystemClock;
+use keel_node::controller_server::bootstrap;
+use keel_node::security::sasl::scram::credential_of_password;
 
 /// The SASL mechanism of the secure dev cluster, for clients and for its own nodes.
 pub const MECHANISM: &str = "SCRAM-SHA-512";
@@ -63,6 +74,43 @@ impl SecureDev {
             &dev.librdkafka_properties(),
         )?;
         Ok(dev)
+    }
+
+    /// The admin user's credential record, made as `keel format --add-scram` makes one (Kafka's
+    /// 4096 iterations, a random salt): what every dev controller is formatted with.
+    pub fn admin_credential(&self) -> anyhow::Result<Record> {
+        let argument = format!("{MECHANISM}=[name={ADMIN_USER},password={}]", self.password);
+        bootstrap::parse_add_scram(&argument, &SystemClock).map_err(anyhow::Error::msg)
+    }
+
+    /// Refuses a controller directory formatted without this admin password (by a `keel dev`
+    /// without `--secure`, or before `secure/` was made again): its nodes could never
+    /// authenticate to each other, so the cluster would never be ready.
+    pub fn check_formatted(&self, controller_dir: &Path) -> anyhow::Result<()> {
+        let mechanism = ScramMechanism::from_name(MECHANISM).expect("a SCRAM mechanism");
+        let records = bootstrap::read(&OsStorage::new(), controller_dir)?;
+        let knows_password = records.iter().any(|record| match record {
+            Record::UserScramCredential(c) if c.name == ADMIN_USER && c.mechanism == mechanism => {
+                let expected = credential_of_password(
+                    mechanism,
+                    &self.password,
+                    &c.credential.salt,
+                    c.credential.iterations,
+                );
+                expected.stored_key == c.credential.stored_key
+            }
+            _ => false,
+        });
+        if !knows_password {
+            anyhow::bail!(
+                "{} was formatted without the admin credential of {} (by a keel dev without \
+                 --secure, or before that directory was made again): its nodes could not \
+                 authenticate to each other; remove the data directory or pass another --data-dir",
+                controller_dir.display(),
+                self.dir.display()
+            );
+        }
+        Ok(())
     }
 
     /// The JAAS line of the admin user (the nodes' own identity, and the clients').
@@ -231,5 +279,58 @@ mod tests {
         assert!(client.contains("sasl.mechanism=SCRAM-SHA-512"));
         let props = first.node_props();
         assert_eq!(props["sasl.mechanism.inter.broker.protocol"], MECHANISM);
+    }
+
+    // Shows: the admin credential a dev controller is formatted with verifies the admin
+    // password and no other (StoredKey from the password, the salt and 4096 iterations), and a
+    // controller directory formatted without it — or for another password — is refused by name.
+    #[test]
+    fn admin_credential_bootstrapped_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let dev = SecureDev::prepare(dir.path()).unwrap();
+        let Record::UserScramCredential(c) = dev.admin_credential().unwrap() else {
+            panic!("not a credential record");
+        };
+        assert_eq!(
+            (c.name.as_str(), c.mechanism),
+            (ADMIN_USER, ScramMechanism::Sha512)
+        );
+        assert_eq!(c.credential.iterations, 4096);
+        let again = credential_of_password(
+            ScramMechanism::Sha512,
+            &dev.password,
+            &c.credential.salt,
+            4096,
+        );
+        assert_eq!(again.stored_key, c.credential.stored_key);
+        let other = credential_of_password(
+            ScramMechanism::Sha512,
+            "not-the-password",
+            &c.credential.salt,
+            4096,
+        );
+        assert_ne!(other.stored_key, c.credential.stored_key);
+
+        let controller = dir.path().join("controller-100");
+        std::fs::create_dir_all(&controller).unwrap();
+        let refused = dev.check_formatted(&controller).unwrap_err().to_string();
+        assert!(
+            refused.contains("without the admin credential"),
+            "{refused}"
+        );
+        let storage = OsStorage::new();
+        let stranger = SecureDev {
+            password: "another-password".into(),
+            ..dev.clone()
+        };
+        bootstrap::write(
+            &storage,
+            &controller,
+            &[stranger.admin_credential().unwrap()],
+        )
+        .unwrap();
+        assert!(dev.check_formatted(&controller).is_err());
+        bootstrap::write(&storage, &controller, &[dev.admin_credential().unwrap()]).unwrap();
+        dev.check_formatted(&controller).unwrap();
     }
 }

@@ -53,6 +53,16 @@ enum Command {
         /// the config, so nothing more is written).
         #[arg(long, short = 's')]
         standalone: bool,
+        /// Kafka's `kafka-storage.sh format --add-scram`: a SCRAM credential the new cluster
+        /// starts with, e.g. 'SCRAM-SHA-512=[name=admin,password=admin-secret]' (also
+        /// `iterations=`, `salt=` and `saltedpassword=`, base64). Repeatable. Written where this
+        /// node's controller reads it at its first start (a broker-only node has none).
+        #[arg(
+            long = "add-scram",
+            short = 'S',
+            value_name = "MECHANISM=[name=...,password=...]"
+        )]
+        add_scram: Vec<String>,
     },
     /// Run a broker from a config file.
     Server {
@@ -214,6 +224,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             config,
             cluster_id,
             standalone,
+            add_scram,
         } => {
             if let Some(id) = &cluster_id {
                 check_cluster_id(id)?;
@@ -223,17 +234,27 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             if standalone {
                 check_standalone(&props)?;
             }
+            // Refused before anything is written.
+            let bootstrap =
+                keel_node::controller_server::bootstrap::parse_add_scrams(&add_scram, &SystemClock)
+                    .map_err(anyhow::Error::msg)?;
+            let mut metadata_dir = None;
             let (node_id, dirs) = match Role::of(&props)? {
                 Role::Broker => {
                     let config = BrokerConfig::from_properties(&props)?;
                     let mut dirs = config.log_dirs.clone();
-                    // Combined mode with its own metadata.log.dir formats that too.
-                    if let keel_node::runtime::LocalController::Combined(c) =
-                        keel_node::runtime::LocalController::for_broker(&config)?
-                    {
-                        if !dirs.contains(&c.metadata_log_dir) {
-                            dirs.push(c.metadata_log_dir);
+                    match keel_node::runtime::LocalController::for_broker(&config)? {
+                        // Combined mode with its own metadata.log.dir formats that too.
+                        keel_node::runtime::LocalController::Combined(c) => {
+                            if !dirs.contains(&c.metadata_log_dir) {
+                                dirs.push(c.metadata_log_dir.clone());
+                            }
+                            metadata_dir = Some(c.metadata_log_dir);
                         }
+                        keel_node::runtime::LocalController::InProcess(c) => {
+                            metadata_dir = Some(c.metadata_log_dir);
+                        }
+                        keel_node::runtime::LocalController::None => {}
                     }
                     (config.node_id, dirs)
                 }
@@ -242,10 +263,31 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
                         keel_node::controller_server::ControllerServerConfig::from_properties(
                             &props,
                         )?;
+                    metadata_dir = Some(config.metadata_log_dir.clone());
                     (config.node_id, vec![config.metadata_log_dir])
                 }
             };
             format_dirs(node_id, &dirs, &cluster_id)?;
+            if !bootstrap.is_empty() {
+                match &metadata_dir {
+                    Some(dir) => {
+                        keel_node::controller_server::bootstrap::write(
+                            &OsStorage::new(),
+                            dir,
+                            &bootstrap,
+                        )?;
+                        println!(
+                            "Wrote {} SCRAM credential(s) to the bootstrap metadata in {}",
+                            bootstrap.len(),
+                            dir.display()
+                        );
+                    }
+                    None => eprintln!(
+                        "keel: --add-scram ignored: this node runs no controller \
+                         (process.roles=broker); format the controllers with it"
+                    ),
+                }
+            }
             println!(
                 "Formatted {} log dir(s) for cluster {cluster_id}",
                 dirs.len()
@@ -642,6 +684,12 @@ fn dev(
             id
         }
     };
+    // --secure: the admin credential is bootstrap metadata of every controller, as
+    // `keel format --add-scram` writes it (one record, so every controller has the same salt).
+    let admin_credential = secure
+        .as_ref()
+        .map(dev_secure::SecureDev::admin_credential)
+        .transpose()?;
     for id in &controller_ids {
         let dir = controller_dir(*id);
         match read_cluster_id(&dir)? {
@@ -649,8 +697,21 @@ fn dev(
                 "{} belongs to cluster {found}, not {cluster_id}",
                 dir.display()
             ),
-            Some(_) => {}
-            None => format_dirs(*id, std::slice::from_ref(&dir), &cluster_id)?,
+            Some(_) => {
+                if let Some(secure) = &secure {
+                    secure.check_formatted(&dir)?;
+                }
+            }
+            None => {
+                format_dirs(*id, std::slice::from_ref(&dir), &cluster_id)?;
+                if let Some(record) = &admin_credential {
+                    keel_node::controller_server::bootstrap::write(
+                        &OsStorage::new(),
+                        &dir,
+                        std::slice::from_ref(record),
+                    )?;
+                }
+            }
         }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -12,15 +12,16 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest, ApiKey,
-    ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest,
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest, DeleteRecordsRequest,
-    DeleteTopicsRequest, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest,
+    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest,
+    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
+    BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
+    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
     DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
-    ElectLeadersRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
-    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
-    SaslHandshakeRequest,
+    DescribeUserScramCredentialsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
+    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -68,6 +69,9 @@ pub enum Request {
     OffsetDelete(OffsetDeleteRequest),
     DescribeProducers(DescribeProducersRequest),
     ListConfigResources(ListConfigResourcesRequest),
+    DescribeClientQuotas(DescribeClientQuotasRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -87,6 +91,8 @@ pub enum ControllerRequest {
     BrokerHeartbeat(BrokerHeartbeatRequest),
     FetchSnapshot(FetchSnapshotRequest),
     AllocateProducerIds(AllocateProducerIdsRequest),
+    DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
 
 /// A SASL request, answered by the connection's authenticator on every listener before (and
@@ -292,6 +298,15 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::ListConfigResources => {
             Request::ListConfigResources(ListConfigResourcesRequest::decode(buf, version)?)
         }
+        ApiKey::DescribeClientQuotas => {
+            Request::DescribeClientQuotas(DescribeClientQuotasRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeUserScramCredentials => Request::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsRequest::decode(buf, version)?,
+        ),
+        ApiKey::AlterUserScramCredentials => Request::AlterUserScramCredentials(
+            AlterUserScramCredentialsRequest::decode(buf, version)?,
+        ),
         other => anyhow::bail!("{other:?} is not served"),
     })
 }
@@ -327,6 +342,12 @@ fn decode_controller_body(
         ApiKey::FetchSnapshot => R::FetchSnapshot(FetchSnapshotRequest::decode(buf, version)?),
         ApiKey::AllocateProducerIds => {
             R::AllocateProducerIds(AllocateProducerIdsRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeUserScramCredentials => R::DescribeUserScramCredentials(
+            DescribeUserScramCredentialsRequest::decode(buf, version)?,
+        ),
+        ApiKey::AlterUserScramCredentials => {
+            R::AlterUserScramCredentials(AlterUserScramCredentialsRequest::decode(buf, version)?)
         }
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
@@ -458,6 +479,44 @@ mod tests {
         assert!(matches!(
             decode_controller(frame),
             Err(DecodeError::UnsupportedVersion { .. })
+        ));
+    }
+
+    // Shows (KIP-554): DescribeUserScramCredentials and AlterUserScramCredentials v0 decode on
+    // both listeners, as Kafka 4.4 serves them on both; the salted password comes through as
+    // sent (the controller derives the keys from it).
+    #[test]
+    fn decodes_scram_credential_requests_on_both_listeners() {
+        use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+        use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+        let alter = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+            ScramCredentialUpsertion::default()
+                .with_name(StrBytes::from_static_str("alice"))
+                .with_mechanism(2)
+                .with_iterations(8192)
+                .with_salt(Bytes::from_static(b"salt"))
+                .with_salted_password(Bytes::from_static(&[7; 64])),
+        ]);
+        let frame = encode_request(ApiKey::AlterUserScramCredentials, 0, &alter);
+        match decode(frame.clone()).unwrap().body {
+            Request::AlterUserScramCredentials(r) => assert_eq!(r, alter),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            decode_controller(frame).unwrap().body,
+            ControllerRequest::AlterUserScramCredentials(ref r) if r.upsertions[0].iterations == 8192
+        ));
+        let describe = DescribeUserScramCredentialsRequest::default().with_users(Some(vec![
+            UserName::default().with_name(StrBytes::from_static_str("alice")),
+        ]));
+        let frame = encode_request(ApiKey::DescribeUserScramCredentials, 0, &describe);
+        assert!(matches!(
+            decode(frame.clone()).unwrap().body,
+            Request::DescribeUserScramCredentials(_)
+        ));
+        assert!(matches!(
+            decode_controller(frame).unwrap().body,
+            ControllerRequest::DescribeUserScramCredentials(_)
         ));
     }
 

@@ -67,6 +67,9 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::OffsetDelete, 0, 0),
+    range(ApiKey::DescribeClientQuotas, 0, 1),
+    range(ApiKey::DescribeUserScramCredentials, 0, 0),
+    range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::DescribeCluster, 0, 2),
     range(ApiKey::DescribeProducers, 0, 0),
     range(ApiKey::ListConfigResources, 0, 1),
@@ -86,6 +89,8 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::DescribeUserScramCredentials, 0, 0),
+    range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::AlterPartition, 2, 3),
     range(ApiKey::FetchSnapshot, 0, 1),
     range(ApiKey::DescribeCluster, 0, 2),
@@ -285,6 +290,17 @@ mod tests {
                 )
             }
             ApiKey::OffsetDelete => both!(OffsetDeleteRequest, OffsetDeleteResponse),
+            ApiKey::DescribeClientQuotas => {
+                both!(DescribeClientQuotasRequest, DescribeClientQuotasResponse)
+            }
+            ApiKey::DescribeUserScramCredentials => both!(
+                DescribeUserScramCredentialsRequest,
+                DescribeUserScramCredentialsResponse
+            ),
+            ApiKey::AlterUserScramCredentials => both!(
+                AlterUserScramCredentialsRequest,
+                AlterUserScramCredentialsResponse
+            ),
             ApiKey::DeleteRecords => both!(DeleteRecordsRequest, DeleteRecordsResponse),
             ApiKey::SaslHandshake => both!(SaslHandshakeRequest, SaslHandshakeResponse),
             ApiKey::SaslAuthenticate => {
@@ -364,6 +380,9 @@ mod tests {
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
         (ApiKey::OffsetDelete, 0, 0),
+        (ApiKey::DescribeClientQuotas, 0, 1),
+        (ApiKey::DescribeUserScramCredentials, 0, 0),
+        (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::DescribeCluster, 0, 2),
         (ApiKey::DescribeProducers, 0, 0),
         (ApiKey::ListConfigResources, 0, 1),
@@ -381,6 +400,8 @@ mod tests {
         (ApiKey::CreatePartitions, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
+        (ApiKey::DescribeUserScramCredentials, 0, 0),
+        (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::AlterPartition, 2, 3),
         (ApiKey::FetchSnapshot, 0, 1),
         (ApiKey::DescribeCluster, 0, 2),

@@ -8,12 +8,14 @@
 //!
 //! Files: [`membership`] (registration, heartbeats, fencing, controlled shutdown),
 //! [`partitions`] (topics, AlterPartition, configs, features), [`elections`] (ElectLeaders and the
-//! unclean recovery events), [`producer_ids`] (AllocateProducerIds).
+//! unclean recovery events), [`producer_ids`] (AllocateProducerIds), [`scram`]
+//! (AlterUserScramCredentials, bootstrap records).
 
 mod elections;
 mod membership;
 mod partitions;
 mod producer_ids;
+mod scram;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,6 +31,7 @@ pub use partitions::{
     MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
 };
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use scram::{ScramAlterResult, ScramDeletion, ScramUpsertion};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;
 use crate::errors::ReplayError;

@@ -58,6 +58,19 @@ use crate::security::{Peer, SecureNetwork, SecurityProtocol};
 use crate::topic_config::{self, EffectiveTopicConfig};
 use keel_wire::ResponseError;
 
+/// A broker's stored credentials: those of its applied metadata image (Kafka's
+/// `ScramPublisher` feeds the broker's credential cache from each new image).
+#[derive(Debug)]
+struct BrokerCredentials(std::sync::Weak<Broker>);
+
+impl crate::security::sasl::Credentials for BrokerCredentials {
+    fn scram(&self, user: &str, mechanism: &str) -> Option<crate::security::sasl::ScramCredential> {
+        let broker = self.0.upgrade()?;
+        let image = broker.image();
+        crate::security::sasl::image_scram(&image, user, mechanism)
+    }
+}
+
 /// Longest legal topic name (Kafka's limit).
 pub const TOPIC_NAME_MAX_LEN: usize = 249;
 
@@ -389,10 +402,11 @@ impl Broker {
         &self.controller_network
     }
 
-    /// What this broker's SASL listeners authenticate with: its stored credentials and clock.
-    pub fn sasl_context(&self) -> crate::security::sasl::ExchangeContext {
+    /// What this broker's SASL listeners authenticate with: the SCRAM credentials of the
+    /// metadata image it applied last, and its clock.
+    pub fn sasl_context(self: &Arc<Self>) -> crate::security::sasl::ExchangeContext {
         crate::security::sasl::ExchangeContext {
-            credentials: Arc::new(crate::security::sasl::NoCredentials),
+            credentials: Arc::new(BrokerCredentials(Arc::downgrade(self))),
             clock: self.clock.clone(),
         }
     }

@@ -99,6 +99,12 @@ impl ControllerAnswer for ElectLeadersResponse {
     }
 }
 
+impl ControllerAnswer for keel_wire::kafka_protocol::messages::AlterUserScramCredentialsResponse {
+    fn not_controller(&self) -> bool {
+        self.results.iter().any(|r| r.error_code == NOT_CONTROLLER)
+    }
+}
+
 /// How often a refused-credentials error is logged while it lasts.
 const CREDENTIALS_REFUSED_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 

@@ -10,7 +10,7 @@ use keel_wire::versions::{self, ListenerKind};
 use super::state::{CallError, ControllerHandle};
 use super::{
     alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
-    metadata_fetch, producer_ids, topics, Settings,
+    metadata_fetch, producer_ids, scram_credentials, topics, Settings,
 };
 
 /// Why a request got no answer; the connection is closed.
@@ -229,10 +229,22 @@ fn not_controller(
                         .collect(),
                 ),
         ),
+        R::AlterUserScramCredentials(r) => encode(
+            key,
+            v,
+            id,
+            &crate::handlers::scram_credentials::alter_failed(
+                &r,
+                code,
+                message().as_deref().unwrap_or_default(),
+            ),
+        ),
         // Answered by any controller: never NOT_CONTROLLER.
-        R::ApiVersions(_) | R::DescribeCluster(_) | R::Fetch(_) | R::FetchSnapshot(_) => {
-            Err(DispatchError::Stopped)
-        }
+        R::ApiVersions(_)
+        | R::DescribeCluster(_)
+        | R::Fetch(_)
+        | R::FetchSnapshot(_)
+        | R::DescribeUserScramCredentials(_) => Err(DispatchError::Stopped),
     }
 }
 
@@ -271,5 +283,11 @@ async fn answer(
         R::Fetch(r) => encode(key, v, id, &metadata_fetch::handle(handle, r, v).await?),
         R::FetchSnapshot(r) => encode(key, v, id, &fetch_snapshot::handle(handle, r)),
         R::AllocateProducerIds(r) => encode(key, v, id, &producer_ids::allocate(handle, r).await?),
+        R::AlterUserScramCredentials(r) => {
+            encode(key, v, id, &scram_credentials::alter(handle, r).await?)
+        }
+        R::DescribeUserScramCredentials(r) => {
+            encode(key, v, id, &scram_credentials::describe(handle, &r))
+        }
     }?)
 }

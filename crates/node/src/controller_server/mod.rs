@@ -19,6 +19,8 @@
 //! | `metadata_fetch` | Fetch of `__cluster_metadata-0` with Kafka's long poll |
 //! | `fetch_snapshot` | FetchSnapshot of the newest metadata snapshot (brokers behind the compacted log) |
 //! | `producer_ids` | AllocateProducerIds (blocks of producer ids for InitProducerId) |
+//! | `scram_credentials` | AlterUserScramCredentials, DescribeUserScramCredentials (KIP-554) |
+//! | `bootstrap` | the records `keel format --add-scram` leaves for a fresh cluster |
 //!
 //! Start it with [`run`]. Wire sentinels (-1 epochs and offsets, -1 "cluster default") are
 //! converted to and from `Option`s in the handlers; the controller crate never sees them. The
@@ -26,6 +28,7 @@
 //! Listener and RPC details: `docs/controller.md`.
 
 mod alter_partition;
+pub mod bootstrap;
 pub mod config;
 mod configs;
 mod connection;
@@ -37,6 +40,7 @@ mod membership;
 mod metadata_fetch;
 mod producer_ids;
 mod recovery;
+mod scram_credentials;
 pub mod state;
 mod topics;
 
@@ -87,6 +91,8 @@ pub enum ControllerServerError {
     Metrics(#[from] crate::metrics::http::MetricsBindError),
     #[error(transparent)]
     Security(#[from] crate::security::SecurityConfigError),
+    #[error("bootstrap metadata: {0}")]
+    Bootstrap(#[from] bootstrap::BootstrapError),
 }
 
 /// What handlers need besides the controller task.
@@ -203,8 +209,9 @@ pub async fn run(
 
 /// Runs the controller role on `listener` until `shutdown` is cancelled: opens the formatted
 /// metadata log directory (`meta.properties` gives the cluster id; the directory's `.lock` is
-/// held) unless the broker of this process shares it, replays `__cluster_metadata-0`, applies
-/// `eligible.leader.replicas.enable` on a cluster that never set it, calls `on_ready`, and
+/// held) unless the broker of this process shares it, replays `__cluster_metadata-0`, writes the
+/// bootstrap records of `keel format --add-scram` and applies `eligible.leader.replicas.enable`
+/// on a cluster that never had records / never set it, calls `on_ready`, and
 /// serves. Returns when every connection has stopped, or with the error that stopped the
 /// controller (a metadata log failure stops it: it cannot decide without its log).
 #[allow(clippy::too_many_arguments)]
@@ -268,6 +275,11 @@ pub async fn serve_observed<L: crate::net::Listener>(
         }
         MetadataDir::SharedWithBroker { cluster_id } => (None, cluster_id),
     };
+    // What `keel format --add-scram` left for a new cluster.
+    let bootstrap = bootstrap::read(storage.as_ref(), &config.metadata_log_dir)?;
+    let credentials = Arc::new(scram_credentials::ControllerCredentials::new(
+        bootstrap::scram_users(&bootstrap),
+    ));
     // Controllers reach each other on the controller listener's protocol, and brokers' on the
     // inter-broker listener's (the Unclean Recovery Manager's GetReplicaLogInfo).
     let listener_security = Arc::new(crate::security::ListenerSecurity::new(
@@ -275,7 +287,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
         &config.listener.name,
         config.listener_protocol,
         crate::security::sasl::ExchangeContext {
-            credentials: Arc::new(crate::security::sasl::NoCredentials),
+            credentials: credentials.clone(),
             clock: clock.clone(),
         },
     )?);
@@ -307,6 +319,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
     let raft_network: Arc<dyn crate::net::Network> = raft_network;
     let broker_network: Arc<dyn crate::net::Network> = broker_network;
     let (raft, machine) = start_raft(&config, storage, clock.clone(), raft_network).await?;
+    credentials.attach(machine.clone());
     let settings = Arc::new(Settings {
         node_id: config.node_id,
         cluster_id: cluster_id.clone(),
@@ -351,6 +364,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
                 .also_broker
                 .then_some(keel_controller::types::BrokerId(config.node_id)),
             elr_default: config.eligible_leader_replicas_enable,
+            bootstrap,
             lease: timing.rpc_timeout(),
             metrics: controller_metrics.clone(),
         },

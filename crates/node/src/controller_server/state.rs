@@ -128,6 +128,9 @@ pub struct ControllerState {
     /// `eligible.leader.replicas.enable` from the config, written by the first activation on
     /// a cluster whose metadata never set it.
     elr_default: bool,
+    /// The records `keel format --add-scram` left, written by the first activation on a
+    /// metadata log that never had a record.
+    bootstrap: Vec<Record>,
     /// How long a leader may go without a quorum's acknowledgement and still act.
     lease: Duration,
     /// The last Raft metrics seen, and when (monotonic).
@@ -156,6 +159,8 @@ pub struct StateSettings {
     pub config: ControllerConfig,
     pub expire_on_first_activation: Option<BrokerId>,
     pub elr_default: bool,
+    /// Bootstrap records ([`super::bootstrap`]).
+    pub bootstrap: Vec<Record>,
     pub lease: Duration,
     pub metrics: ControllerMetrics,
 }
@@ -181,6 +186,7 @@ impl ControllerState {
             active: None,
             expire_on_first_activation: settings.expire_on_first_activation,
             elr_default: settings.elr_default,
+            bootstrap: settings.bootstrap,
             lease: settings.lease,
             metrics: None,
             view,
@@ -449,8 +455,27 @@ impl ControllerState {
             creating: BTreeSet::new(),
         });
         self.execute(started.commands);
+        self.write_bootstrap()?;
         self.abandon_pending()?;
         self.apply_elr_default()
+    }
+
+    /// The bootstrap records, first of all on a metadata log that never had a record (the
+    /// controller crate checks; on any other log this writes nothing).
+    fn write_bootstrap(&mut self) -> Result<(), ControllerStateError> {
+        if self.bootstrap.is_empty() {
+            return Ok(());
+        }
+        let records = self.bootstrap.clone();
+        match self.commit(|c, now_ms| c.bootstrap(&records, now_ms))? {
+            Ok(0) => {}
+            Ok(n) => info!(
+                records = n,
+                "wrote the bootstrap metadata of a new cluster (keel format --add-scram)"
+            ),
+            Err(e) => warn!(error = %e, "the bootstrap metadata does not replay: not written"),
+        }
+        Ok(())
     }
 
     /// `eligible.leader.replicas.enable` in the controller's config is the cluster's starting

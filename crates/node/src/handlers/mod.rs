@@ -3,6 +3,7 @@
 
 mod acls;
 mod api_versions;
+mod client_quotas;
 mod configs;
 mod create_partitions;
 mod create_topics;
@@ -25,6 +26,7 @@ mod offsets;
 mod produce;
 pub mod refusals;
 pub(crate) mod replica_log_info;
+pub(crate) mod scram_credentials;
 
 use std::sync::Arc;
 
@@ -118,6 +120,13 @@ pub async fn dispatch(
         Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, r))?,
         Request::ListConfigResources(r) => {
             encode(&list_config_resources::handle(broker, r, version))?
+        }
+        Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(r))?,
+        Request::DescribeUserScramCredentials(r) => {
+            encode(&scram_credentials::describe(broker, r))?
+        }
+        Request::AlterUserScramCredentials(r) => {
+            encode(&scram_credentials::alter(broker, r, version).await)?
         }
     };
     Ok(Reply::Send(bytes))

@@ -17,15 +17,17 @@ use std::time::Duration;
 
 use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
-    AlterConfigsResponse, CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse,
-    DeleteAclsResponse, DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse,
-    DescribeAclsResponse, DescribeClusterResponse, DescribeConfigsResponse, DescribeGroupsResponse,
-    DescribeLogDirsResponse, DescribeProducersResponse, DescribeTopicPartitionsResponse,
-    ElectLeadersResponse, FetchResponse, FindCoordinatorResponse, HeartbeatResponse,
-    IncrementalAlterConfigsResponse, InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse,
-    ListConfigResourcesResponse, ListGroupsResponse, ListOffsetsResponse, MetadataResponse,
-    OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse,
-    ProduceResponse, SyncGroupResponse,
+    AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
+    CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse,
+    DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
+    DescribeClientQuotasResponse, DescribeClusterResponse, DescribeConfigsResponse,
+    DescribeGroupsResponse, DescribeLogDirsResponse, DescribeProducersResponse,
+    DescribeTopicPartitionsResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
+    FetchResponse, FindCoordinatorResponse, HeartbeatResponse, IncrementalAlterConfigsResponse,
+    InitProducerIdResponse, JoinGroupResponse, LeaveGroupResponse, ListConfigResourcesResponse,
+    ListGroupsResponse, ListOffsetsResponse, MetadataResponse, OffsetCommitResponse,
+    OffsetDeleteResponse, OffsetFetchResponse, OffsetForLeaderEpochResponse, ProduceResponse,
+    SyncGroupResponse,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
@@ -114,6 +116,7 @@ top_level! {
     HeartbeatResponse => |_r| None;
     ListGroupsResponse => |_r| None;
     DescribeClusterResponse => |r| r.error_message.as_ref();
+    DescribeClientQuotasResponse => |r| r.error_message.as_ref();
     DescribeAclsResponse => |r| r.error_message.as_ref();
     ListConfigResourcesResponse => |_r| None;
 }
@@ -431,6 +434,31 @@ impl Refusal for DeleteAclsResponse {
         let mut first = First::default();
         for r in &self.filter_results {
             first.top(r.error_code, r.error_message.as_ref());
+        }
+        first.0
+    }
+}
+
+impl Refusal for DescribeUserScramCredentialsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        first.top(self.error_code, self.error_message.as_ref());
+        for r in &self.results {
+            first.see(r.error_code, r.error_message.as_ref(), || {
+                r.user.to_string()
+            });
+        }
+        first.0
+    }
+}
+
+impl Refusal for AlterUserScramCredentialsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for r in &self.results {
+            first.see(r.error_code, r.error_message.as_ref(), || {
+                r.user.to_string()
+            });
         }
         first.0
     }

@@ -784,3 +784,217 @@ async fn a_bad_frame_closes_only_its_connection() {
     assert_eq!(register(&mut conn, 1, -1).await.error_code, 0);
     running.stop().await;
 }
+
+/// A connection to `addr` authenticated with SCRAM as `user`.
+async fn connect_scram(
+    addr: SocketAddr,
+    mechanism: keel_controller::scram::ScramMechanism,
+    user: &str,
+    password: &str,
+) -> Result<Conn, keel_node::client::ClientError> {
+    use keel_node::net::Network;
+    let stream = keel_node::net::TcpNetwork
+        .connect(&addr.to_string())
+        .await?;
+    let mut conn = Connection::new(stream, "controller-test");
+    conn.negotiate().await?;
+    let client = keel_node::security::sasl::scram::ScramClient::new(mechanism, user, password);
+    conn.authenticate(Arc::new(client)).await?;
+    Ok(conn)
+}
+
+fn describe_users(users: &[&str]) -> DescribeUserScramCredentialsRequest {
+    use keel_wire::kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    DescribeUserScramCredentialsRequest::default().with_users(Some(
+        users
+            .iter()
+            .map(|u| UserName::default().with_name(s(u)))
+            .collect(),
+    ))
+}
+
+// Shows (KIP-554, `kafka-storage format --add-scram`): a controller formatted with a bootstrap
+// credential authenticates SCRAM clients on its SASL listener with it before anything is
+// committed, writes it to the metadata log at its first activation (once: not again after a
+// restart), answers DescribeUserScramCredentials from its committed image and
+// AlterUserScramCredentials with Kafka's per-user errors; the stored records hold keys derived
+// from the salted password, never the salted password; a wrong password is refused.
+#[tokio::test]
+async fn scram_credentials_on_the_controller_listener() {
+    use keel_controller::scram::ScramMechanism;
+    use keel_wire::kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    format(dir.path());
+    let bootstrap = keel_node::controller_server::bootstrap::parse_add_scrams(
+        &["SCRAM-SHA-512=[name=admin,password=admin-secret]".to_string()],
+        &SystemClock,
+    )
+    .unwrap();
+    keel_node::controller_server::bootstrap::write(&OsStorage::new(), dir.path(), &bootstrap)
+        .unwrap();
+    let jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"admin-secret\";";
+    let secure = [
+        (
+            "listener.security.protocol.map",
+            "CONTROLLER:SASL_PLAINTEXT",
+        ),
+        ("sasl.enabled.mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512"),
+        ("sasl.mechanism.controller.protocol", "SCRAM-SHA-512"),
+        (
+            "listener.name.controller.scram-sha-512.sasl.jaas.config",
+            jaas,
+        ),
+    ];
+    let running = start(dir.path(), &secure).await;
+    let mut conn = connect_scram(
+        running.addr,
+        ScramMechanism::Sha512,
+        "admin",
+        "admin-secret",
+    )
+    .await
+    .unwrap();
+    let wrong = connect_scram(running.addr, ScramMechanism::Sha512, "admin", "nope").await;
+    let Err(keel_node::client::ClientError::Authentication(message)) = wrong else {
+        panic!("a wrong password authenticated, or another error");
+    };
+    assert!(
+        message.contains("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"),
+        "{message}"
+    );
+
+    let salted = keel_node::security::sasl::scram::salted_password(
+        ScramMechanism::Sha256,
+        b"alice-secret",
+        b"alice-salt",
+        8192,
+    );
+    let alter = AlterUserScramCredentialsRequest::default()
+        .with_upsertions(vec![
+            ScramCredentialUpsertion::default()
+                .with_name(s("alice"))
+                .with_mechanism(1)
+                .with_iterations(8192)
+                .with_salt(bytes::Bytes::from_static(b"alice-salt"))
+                .with_salted_password(bytes::Bytes::from(salted.clone())),
+            ScramCredentialUpsertion::default()
+                .with_name(s("eve"))
+                .with_mechanism(0)
+                .with_iterations(8192)
+                .with_salt(bytes::Bytes::from_static(b"s"))
+                .with_salted_password(bytes::Bytes::from(salted.clone())),
+        ])
+        .with_deletions(vec![ScramCredentialDeletion::default()
+            .with_name(s("ghost"))
+            .with_mechanism(2)]);
+    let answer: AlterUserScramCredentialsResponse = conn
+        .call_version(ApiKey::AlterUserScramCredentials, 0, &alter)
+        .await
+        .unwrap();
+    let results: Vec<(String, i16, Option<String>)> = answer
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.user.to_string(),
+                r.error_code,
+                r.error_message.as_ref().map(|m| m.to_string()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results,
+        vec![
+            (
+                "ghost".to_string(),
+                91,
+                Some("Attempt to delete a user credential that does not exist".to_string())
+            ),
+            ("alice".to_string(), 0, None),
+            (
+                "eve".to_string(),
+                33,
+                Some("Unknown SCRAM mechanism".to_string())
+            ),
+        ]
+    );
+    let described: DescribeUserScramCredentialsResponse = conn
+        .call_version(
+            ApiKey::DescribeUserScramCredentials,
+            0,
+            &describe_users(&["alice", "admin", "ghost"]),
+        )
+        .await
+        .unwrap();
+    type Described = (String, i16, Vec<(i8, i32)>);
+    let shown: Vec<Described> = described
+        .results
+        .iter()
+        .map(|r| {
+            (
+                r.user.to_string(),
+                r.error_code,
+                r.credential_infos
+                    .iter()
+                    .map(|c| (c.mechanism, c.iterations))
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("alice".to_string(), 0, vec![(1, 8192)]),
+            ("admin".to_string(), 0, vec![(2, 4096)]),
+            ("ghost".to_string(), 91, vec![]),
+        ]
+    );
+    // Alice authenticates with the credential the controller derived from her salted password.
+    connect_scram(
+        running.addr,
+        ScramMechanism::Sha256,
+        "alice",
+        "alice-secret",
+    )
+    .await
+    .unwrap();
+    let (records, _) = fetch_records(&mut conn, 0).await;
+    let credentials: Vec<&keel_controller::records::UserScramCredentialRecord> = records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::UserScramCredential(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        credentials
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["admin", "alice"],
+        "the bootstrap record first, then alice's"
+    );
+    assert_ne!(credentials[1].credential.stored_key, salted);
+    assert_ne!(credentials[1].credential.server_key, salted);
+    drop(conn);
+    running.crash().await;
+
+    let running = start(dir.path(), &secure).await;
+    let mut conn = connect_scram(
+        running.addr,
+        ScramMechanism::Sha256,
+        "alice",
+        "alice-secret",
+    )
+    .await
+    .unwrap();
+    let (after, _) = fetch_records(&mut conn, 0).await;
+    let admins = after
+        .iter()
+        .filter(|(_, r)| matches!(r, Record::UserScramCredential(c) if c.name == "admin"))
+        .count();
+    assert_eq!(admins, 1, "the bootstrap records are written once");
+    running.stop().await;
+}

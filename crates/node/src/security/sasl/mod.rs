@@ -3,14 +3,16 @@
 //! client side ([`ClientMechanism`]), the per-connection state machine ([`gate::SaslGate`]), and
 //! the node's own outgoing authentication ([`client`]).
 //!
-//! Mechanisms: PLAIN ([`plain`]), OAUTHBEARER ([`oauthbearer`]). A mechanism never sees the
-//! network: it turns client tokens into challenges, a principal or a failure.
+//! Mechanisms: PLAIN ([`plain`]), SCRAM-SHA-256 and SCRAM-SHA-512 ([`scram`], credentials from
+//! the metadata image through [`Credentials`]), OAUTHBEARER ([`oauthbearer`]). A mechanism never
+//! sees the network: it turns client tokens into challenges, a principal or a failure.
 
 pub mod client;
 pub mod gate;
 pub mod jaas;
 pub mod oauthbearer;
 pub mod plain;
+pub mod scram;
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -64,13 +66,45 @@ pub(crate) fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Sasl
 }
 
 /// A SCRAM credential as Kafka stores it (KIP-554 `UserScramCredentialRecord`): never the
-/// password, only what verifies a client proof.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// password, only what verifies a client proof. Its `Debug` hides the salt and keys.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ScramCredential {
     pub salt: Vec<u8>,
     pub stored_key: Vec<u8>,
     pub server_key: Vec<u8>,
     pub iterations: i32,
+}
+
+impl Debug for ScramCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScramCredential")
+            .field("iterations", &self.iterations)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<&keel_controller::scram::ScramCredentialData> for ScramCredential {
+    fn from(c: &keel_controller::scram::ScramCredentialData) -> Self {
+        ScramCredential {
+            salt: c.salt.clone(),
+            stored_key: c.stored_key.clone(),
+            server_key: c.server_key.clone(),
+            iterations: c.iterations,
+        }
+    }
+}
+
+/// The SCRAM credentials of a metadata image (a broker's applied image, a controller's
+/// committed one).
+pub fn image_scram(
+    image: &keel_controller::ClusterImage,
+    user: &str,
+    mechanism: &str,
+) -> Option<ScramCredential> {
+    let mechanism = keel_controller::scram::ScramMechanism::from_name(mechanism)?;
+    image
+        .scram_credential(user, mechanism)
+        .map(ScramCredential::from)
 }
 
 /// What the server side of a mechanism needs from its node while it authenticates.
@@ -364,15 +398,16 @@ fn server_mechanism(
     let view = MechanismProps::new(props, &lower, name);
     match name {
         PLAIN => Ok(Arc::new(plain::PlainServer::from_props(&view)?)),
+        SCRAM_SHA_256 | SCRAM_SHA_512 => {
+            let mechanism = keel_controller::scram::ScramMechanism::from_name(name)
+                .expect("the two SCRAM names");
+            Ok(Arc::new(scram::ScramServer::from_props(mechanism, &view)?))
+        }
         OAUTHBEARER => Ok(Arc::new(oauthbearer::OAuthBearerServer::from_props(&view)?)),
         GSSAPI => Err(invalid(
             format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
             "GSSAPI (Kerberos) is not supported by Keel; use SCRAM-SHA-512, PLAIN over TLS or \
              OAUTHBEARER",
-        )),
-        SCRAM_SHA_256 | SCRAM_SHA_512 => Err(invalid(
-            format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
-            format!("{name} is not supported yet (issue 21); PLAIN is"),
         )),
         other => Err(invalid(
             format!("listener.name.{lower}.{SASL_ENABLED_MECHANISMS}"),
@@ -390,6 +425,13 @@ pub fn client_mechanism(
 ) -> Result<Arc<dyn ClientMechanism>, SaslConfigError> {
     match name {
         PLAIN => Ok(Arc::new(plain::PlainClient::from_jaas(jaas_key, entries)?)),
+        SCRAM_SHA_256 | SCRAM_SHA_512 => {
+            let mechanism = keel_controller::scram::ScramMechanism::from_name(name)
+                .expect("the two SCRAM names");
+            Ok(Arc::new(scram::ScramClient::from_jaas(
+                mechanism, jaas_key, entries,
+            )?))
+        }
         OAUTHBEARER => Err(invalid(
             jaas_key,
             "OAUTHBEARER is not available to Keel's own connections or the keel commands (Keel \
@@ -398,7 +440,10 @@ pub fn client_mechanism(
         )),
         other => Err(invalid(
             jaas_key,
-            format!("{other} cannot be used for Keel's own connections yet; PLAIN can"),
+            format!(
+                "{other} cannot be used for Keel's own connections; PLAIN, SCRAM-SHA-256 and \
+                 SCRAM-SHA-512 can"
+            ),
         )),
     }
 }

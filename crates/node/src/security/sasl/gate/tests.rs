@@ -338,3 +338,102 @@ fn listener_settings_are_checked() {
     .unwrap_err();
     assert!(err.reason.contains("user_"), "{err}");
 }
+
+/// A SCRAM-SHA-256 listener whose only user is alice (password "alice-secret").
+fn scram_listener() -> Arc<SaslListener> {
+    #[derive(Debug)]
+    struct Alice(crate::security::sasl::ScramCredential);
+    impl crate::security::sasl::Credentials for Alice {
+        fn scram(
+            &self,
+            user: &str,
+            mechanism: &str,
+        ) -> Option<crate::security::sasl::ScramCredential> {
+            (user == "alice" && mechanism == "SCRAM-SHA-256").then(|| self.0.clone())
+        }
+    }
+    let data = crate::security::sasl::scram::credential_of_password(
+        keel_controller::scram::ScramMechanism::Sha256,
+        "alice-secret",
+        b"salt",
+        4096,
+    );
+    let props: BTreeMap<String, String> = [(
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms".to_string(),
+        "SCRAM-SHA-256".to_string(),
+    )]
+    .into_iter()
+    .collect();
+    let context = ExchangeContext {
+        credentials: Arc::new(Alice((&data).into())),
+        clock: Arc::new(TestClock::default()),
+    };
+    Arc::new(SaslListener::new(&props, "SASL_PLAINTEXT", context).unwrap())
+}
+
+/// Runs Keel's SCRAM client through the gate; the gate's last verdict.
+fn scram_through(gate: &mut SaslGate, password: &str) -> Verdict {
+    use crate::security::sasl::scram::ScramClient;
+    use crate::security::sasl::ClientMechanism;
+    let client = ScramClient::new(
+        keel_controller::scram::ScramMechanism::Sha256,
+        "alice",
+        password,
+    );
+    let mut exchange = client.start();
+    assert!(matches!(
+        gate.on_frame(&handshake("SCRAM-SHA-256", 1)),
+        Verdict::Answer(_)
+    ));
+    let Verdict::Answer(first) = gate.on_frame(&authenticate(&exchange.initial().unwrap(), 2))
+    else {
+        panic!("no server-first message");
+    };
+    let first: SaslAuthenticateResponse = decode(ApiKey::SaslAuthenticate, 2, &first);
+    let last = exchange.step(&first.auth_bytes).unwrap().unwrap();
+    gate.on_frame(&authenticate(&last, 2))
+}
+
+// Shows: SCRAM through the per-connection gate — two SaslAuthenticate round trips, the server's
+// signature verified by Keel's client — and a failed re-authentication (KIP-368) answered with
+// Kafka's generic message naming the re-authentication
+// (ReauthInfo.authenticationOrReauthenticationText).
+#[test]
+fn scram_through_the_gate_and_failed_reauthentication() {
+    let mut gate = SaslGate::new(scram_listener());
+    let Verdict::Authenticated { principal, .. } = scram_through(&mut gate, "alice-secret") else {
+        panic!("alice not authenticated");
+    };
+    assert_eq!(principal, KafkaPrincipal::user("alice"));
+    let Verdict::Fail {
+        answer: Some(answer),
+        mechanism,
+        ..
+    } = scram_through(&mut gate, "wrong")
+    else {
+        panic!("a wrong password re-authenticated");
+    };
+    assert_eq!(mechanism.as_deref(), Some("SCRAM-SHA-256"));
+    let answer: SaslAuthenticateResponse = decode(ApiKey::SaslAuthenticate, 2, &answer);
+    assert_eq!(
+        answer.error_code,
+        ResponseError::SaslAuthenticationFailed.code()
+    );
+    assert_eq!(
+        answer.error_message.as_deref(),
+        Some("Authentication failed during re-authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256")
+    );
+    let mut fresh = SaslGate::new(scram_listener());
+    let Verdict::Fail {
+        answer: Some(answer),
+        ..
+    } = scram_through(&mut fresh, "wrong")
+    else {
+        panic!("a wrong password authenticated");
+    };
+    let answer: SaslAuthenticateResponse = decode(ApiKey::SaslAuthenticate, 2, &answer);
+    assert_eq!(
+        answer.error_message.as_deref(),
+        Some("Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256")
+    );
+}
