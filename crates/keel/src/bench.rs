@@ -643,7 +643,7 @@ async fn end_to_end(
 
 /// One Fetch (500 ms long poll) of `offsets`' partitions of `topic` from `connection`, each
 /// from its offset; moves every offset to the end of the whole batches returned and says how
-/// many offsets they advanced in all.
+/// many offsets they advanced in all, and each partition's high watermark.
 async fn fetch_once(
     connection: &mut Connection<BoxStream>,
     version: i16,
@@ -651,7 +651,7 @@ async fn fetch_once(
     offsets: &mut BTreeMap<i32, i64>,
     max_bytes: i32,
     partition_max_bytes: i32,
-) -> anyhow::Result<u64> {
+) -> anyhow::Result<(u64, BTreeMap<i32, i64>)> {
     let request = FetchRequest::default()
         .with_replica_id((-1).into())
         .with_max_wait_ms(500)
@@ -679,6 +679,7 @@ async fn fetch_once(
         .call_version(ApiKey::Fetch, version, &request)
         .await?;
     let mut advanced = 0;
+    let mut high_watermarks = BTreeMap::new();
     for t in &response.responses {
         for p in &t.partitions {
             if p.error_code != 0 {
@@ -688,6 +689,7 @@ async fn fetch_once(
                     p.error_code
                 );
             }
+            high_watermarks.insert(p.partition_index, p.high_watermark);
             let Some(records) = &p.records else { continue };
             let Some(offset) = offsets.get_mut(&p.partition_index) else {
                 bail!(
@@ -703,7 +705,7 @@ async fn fetch_once(
             }
         }
     }
-    Ok(advanced)
+    Ok((advanced, high_watermarks))
 }
 
 /// Long-polls partition 0 from `from`, sending the end offset of each fetch that returned
@@ -718,7 +720,7 @@ async fn follow(
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
     let mut offsets = BTreeMap::from([(0, from)]);
     loop {
-        let advanced = fetch_once(
+        let (advanced, _) = fetch_once(
             &mut connection,
             version,
             topic,
@@ -734,8 +736,15 @@ async fn follow(
     }
 }
 
-/// Reads `offsets`' partitions from their leader at `addr`, from the given offsets, until all
-/// consumers together counted `expected` records.
+/// How long one catch-up Fetch may take (a 500 ms long poll answered with up to 50 MB) before
+/// the consumer reports it stuck.
+const FETCH_ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads `offsets`' partitions from their leader at `addr`, from the given offsets, until each
+/// reached its high watermark or all consumers together counted `expected` records. A
+/// partition at its high watermark is finished and no longer fetched (the other consumers may
+/// still be reading theirs); a Fetch without an answer, or partitions below their high
+/// watermark that make no progress, are reported with the partitions, offsets and leader.
 async fn consume_partitions(
     topic: &str,
     addr: &str,
@@ -747,21 +756,42 @@ async fn consume_partitions(
     let version = connection.version(ApiKey::Fetch, 4, 12)?;
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut idle_rounds = 0;
-    while counted.load(std::sync::atomic::Ordering::Relaxed) < expected && Instant::now() < deadline
+    while !offsets.is_empty()
+        && counted.load(std::sync::atomic::Ordering::Relaxed) < expected
+        && Instant::now() < deadline
     {
-        let got = fetch_once(
+        let asked = offsets.clone();
+        let fetch = fetch_once(
             &mut connection,
             version,
             topic,
             &mut offsets,
             50 * 1024 * 1024,
             10 * 1024 * 1024,
-        )
-        .await?;
+        );
+        let Ok(fetched) = tokio::time::timeout(FETCH_ANSWER_TIMEOUT, fetch).await else {
+            bail!(
+                "stalled: the Fetch of {topic} partitions {asked:?} (partition: offset) sent to \
+                 {addr} got no answer in {FETCH_ANSWER_TIMEOUT:?}"
+            );
+        };
+        let (got, high_watermarks) = fetched?;
         counted.fetch_add(got, std::sync::atomic::Ordering::Relaxed);
+        // Finished partitions: read up to their high watermark.
+        offsets.retain(|p, next| high_watermarks.get(p).is_none_or(|hw| *next < *hw));
         idle_rounds = if got == 0 { idle_rounds + 1 } else { 0 };
-        if idle_rounds > 20 {
-            bail!("no progress for 20 fetches");
+        if idle_rounds > 20 && !offsets.is_empty() {
+            let behind: Vec<String> = offsets
+                .iter()
+                .map(|(p, next)| match high_watermarks.get(p) {
+                    Some(hw) => format!("{p}: at {next} of {hw}"),
+                    None => format!("{p}: at {next}, not in the answer"),
+                })
+                .collect();
+            bail!(
+                "no progress for 20 fetches from {addr}: {topic} partitions {}",
+                behind.join(", ")
+            );
         }
     }
     Ok(())

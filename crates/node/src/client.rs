@@ -222,7 +222,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)
             .map_err(ClientError::Encode)?;
-        self.stream.write_all(&bytes).await?;
+        self.write_frame(&bytes).await?;
         let frame = self.read_frame().await?;
         Ok(decode_response(api_key, version, correlation_id, frame)?)
     }
@@ -237,9 +237,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.reauthenticate_if_due().await?;
         let correlation_id = self.next_correlation_id;
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
-        self.stream.write_all(&build(correlation_id)).await?;
+        self.write_frame(&build(correlation_id)).await?;
         let frame = self.read_frame().await?;
         Ok((correlation_id, frame))
+    }
+
+    /// Writes one whole request frame and flushes it. The flush is what puts it on the wire
+    /// over TLS: tokio-rustls's `poll_write` answers `Ready(n)` once rustls has taken the bytes,
+    /// even when the socket write under it returned `Pending` (e.g. because the task's
+    /// cooperative budget was used up reading the previous, large answer), and those bytes then
+    /// wait in rustls until the next write or flush. A request left there is never answered and
+    /// `read_frame` waits forever: `keel bench --consumers 2` stalled over SASL_SSL (issue 21).
+    async fn write_frame(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await?;
+        Ok(())
     }
 
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
@@ -267,7 +279,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
         self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
         let bytes = encode_request(api_key, version, correlation_id, &self.client_id, request)
             .map_err(ClientError::Encode)?;
-        self.stream.write_all(&bytes).await?;
-        Ok(())
+        self.write_frame(&bytes).await
     }
 }

@@ -149,6 +149,17 @@ async fn write_parts<W: AsyncWrite + Unpin>(
             }
         }
     }
+    // Not optional over TLS: see `write_frame`.
+    writer.flush().await
+}
+
+/// Writes one whole answer and flushes it. Every answer must be flushed: over TLS,
+/// tokio-rustls's `poll_write` answers `Ready(n)` once rustls has taken the bytes even when the
+/// socket write under it returned `Pending` (a spent cooperative budget is enough), and the bytes
+/// then stay in rustls until the next write or flush — an answer left there is never sent while
+/// the connection waits for the client's next request, which waits for that answer (issue 21).
+async fn write_frame<W: AsyncWrite + Unpin>(writer: &mut W, bytes: &[u8]) -> std::io::Result<()> {
+    writer.write_all(bytes).await?;
     writer.flush().await
 }
 
@@ -353,7 +364,7 @@ async fn handle_connection<S, H>(
                 } => (answer, Some((reason, mechanism))),
             };
             if let Some(bytes) = answer {
-                if let Err(e) = writer.write_all(&bytes).await {
+                if let Err(e) = write_frame(&mut writer, &bytes).await {
                     break Closed::Io(e);
                 }
             }
@@ -373,7 +384,7 @@ async fn handle_connection<S, H>(
                 "SaslAuthenticate request received after successful authentication",
             ) {
                 Some(bytes) => {
-                    if let Err(e) = writer.write_all(&bytes).await {
+                    if let Err(e) = write_frame(&mut writer, &bytes).await {
                         break Closed::Io(e);
                     }
                     continue;
@@ -392,7 +403,7 @@ async fn handle_connection<S, H>(
         }
         match reply {
             Reply::Send(bytes) => {
-                if let Err(e) = writer.write_all(&bytes).await {
+                if let Err(e) = write_frame(&mut writer, &bytes).await {
                     break Closed::Io(e);
                 }
             }

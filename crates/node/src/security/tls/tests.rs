@@ -1,4 +1,5 @@
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::path::Path;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -408,4 +409,139 @@ async fn reload_rotates_certificates() {
     assert!(server.reload().is_err());
     handshake(&server, &trusts_new, "localhost").await.unwrap();
     assert!(Path::new(&path).exists());
+}
+
+/// Uses up the running task's cooperative budget within one poll, as reading a large answer
+/// does (every socket read takes a unit): the next socket operation in this poll returns
+/// `Pending`, and the task is woken to be polled again with a new budget.
+async fn spend_budget() {
+    std::future::poll_fn(|cx| {
+        for _ in 0..100_000 {
+            let consumed = std::pin::pin!(tokio::task::coop::consume_budget()).poll(cx);
+            if consumed.is_pending() {
+                break;
+            }
+        }
+        assert!(!tokio::task::coop::has_budget_remaining());
+        std::task::Poll::Ready(())
+    })
+    .await
+}
+
+/// Answers every frame with itself; with `spend` set, spends the connection task's budget first.
+#[derive(Clone)]
+struct Echo {
+    spend: bool,
+}
+
+impl crate::connection::RequestHandler for Echo {
+    async fn handle(
+        &self,
+        frame: bytes::Bytes,
+        _session: &mut crate::connection::Session,
+    ) -> crate::connection::Reply {
+        if self.spend {
+            spend_budget().await;
+        }
+        let mut answer = (frame.len() as u32).to_be_bytes().to_vec();
+        answer.extend_from_slice(&frame);
+        crate::connection::Reply::Send(answer.into())
+    }
+}
+
+/// A TLS listener on 127.0.0.1 serving `handler` through the broker's connection loop; returns
+/// its port.
+async fn tls_listener(
+    pki: &Pki,
+    handler: Echo,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> u16 {
+    let keystore = pki.keystore_file("broker.pem", "broker-1", &["localhost"]);
+    let server = TlsServer::new(
+        &props(&[
+            ("ssl.keystore.location", &keystore),
+            ("ssl.keystore.type", "PEM"),
+        ]),
+        "SSL",
+        false,
+    )
+    .unwrap();
+    let security = crate::security::ListenerSecurity {
+        name: "SSL".to_string(),
+        protocol: crate::security::SecurityProtocol::Ssl,
+        tls: Some(Arc::new(server)),
+        sasl: None,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(crate::connection::serve(
+        listener,
+        handler,
+        1024 * 1024,
+        Arc::new(security),
+        shutdown.clone(),
+    ));
+    port
+}
+
+/// A client connection over TLS to `port`.
+async fn tls_connection(pki: &Pki, port: u16) -> crate::client::Connection<BoxStream> {
+    let client =
+        TlsClient::new(&props(&[("ssl.truststore.location", &pki.ca_file())]), None).unwrap();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let stream = client.connect("localhost", tcp).await.unwrap();
+    crate::client::Connection::new(stream, "test")
+}
+
+/// One request frame (size prefix, then 4 bytes of correlation id and `body`) through `call_raw`,
+/// within 5 s; checks the echo.
+async fn echo_call(connection: &mut crate::client::Connection<BoxStream>, spend_first: bool) {
+    let call = async {
+        if spend_first {
+            spend_budget().await;
+        }
+        connection
+            .call_raw(|id| {
+                let mut frame = 8u32.to_be_bytes().to_vec();
+                frame.extend_from_slice(&id.to_be_bytes());
+                frame.extend_from_slice(b"ping");
+                frame.into()
+            })
+            .await
+            .unwrap()
+    };
+    let (id, answer) = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the request or its answer stayed in rustls's buffer: not flushed");
+    assert_eq!(&answer[..4], &id.to_be_bytes());
+    assert_eq!(&answer[4..], b"ping");
+}
+
+// Shows (issue 21): over TLS every request and every answer is flushed. tokio-rustls answers a
+// write `Ready(n)` once rustls holds the bytes even when the socket write under it was `Pending`
+// — as it is when the task's cooperative budget is spent (by reading a large Fetch answer) — and
+// unflushed bytes then stay in rustls while both ends wait for each other: `keel bench
+// --consumers 2` stalled over SASL_SSL with a Fetch request left in the client's rustls. The
+// request here is written with the client task's budget spent, then the answer with the server
+// connection task's budget spent; neither may stall.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_and_answers_are_flushed_when_the_budget_is_spent() {
+    let pki = Pki::new();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // The client's request.
+    let port = tls_listener(&pki, Echo { spend: false }, &shutdown).await;
+    let mut connection = tls_connection(&pki, port).await;
+    echo_call(&mut connection, false).await;
+    for _ in 0..3 {
+        echo_call(&mut connection, true).await;
+    }
+    // The server's answer.
+    let port = tls_listener(&pki, Echo { spend: true }, &shutdown).await;
+    let mut connection = tls_connection(&pki, port).await;
+    for _ in 0..3 {
+        echo_call(&mut connection, false).await;
+    }
+    shutdown.cancel();
 }
