@@ -23,7 +23,7 @@ import kafka as kp
 import pytest
 
 from clients import CONFLUENT_COMMON, unique_topic
-from keel_broker import Broker, BrokerError, free_port, launch, retire
+from keel_broker import Broker, BrokerError, free_port, keel_bin, retire
 from test_java_client import JAVA_DIR, build_check
 from tls_certs import Pki
 
@@ -215,6 +215,12 @@ def test_plaintext_and_tls_mixed_up_are_refused_with_a_reason(tmp_path_factory):
             with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
                 with context.wrap_socket(raw, server_hostname="localhost"):
                     pass
+        # Keel's own CLI without TLS on the TLS port says so, instead of a frame-size error.
+        refused = subprocess.run([str(keel_bin()), "topics", "list", "--bootstrap-server", ssl_bootstrap,
+                                  "--api-timeout-ms", "5000"], capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0, refused
+        assert "the peer answered with TLS" in refused.stderr, refused.stderr
+        assert "exceeds" not in refused.stderr, refused.stderr
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not ("speaks TLS" in b.log_text() and "TLS handshake failed" in b.log_text()):
             time.sleep(0.1)

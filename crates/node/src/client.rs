@@ -43,6 +43,11 @@ pub enum ClientError {
     ApiVersions(i16),
     #[error("SASL authentication failed: {0}")]
     Authentication(String),
+    #[error(
+        "the peer answered with TLS: this listener is SSL or SASL_SSL (give the client \
+         security.protocol=SSL or SASL_SSL and its ssl.* settings, e.g. keel --command-config FILE)"
+    )]
+    TlsPeer,
 }
 
 /// Kafka's `socket.connection.setup.timeout.ms` default: how long connecting and negotiating
@@ -256,6 +261,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Connection<S> {
 
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ClientError> {
         loop {
+            if crate::security::tls::record_type(&self.buffer).is_some() {
+                return Err(ClientError::TlsPeer);
+            }
             if let Some(frame) = frame::take_frame(&mut self.buffer, CLIENT_RESPONSE_MAX_BYTES)? {
                 return Ok(frame);
             }

@@ -274,7 +274,7 @@ async fn secure<H: RequestHandler>(
 /// The first bytes of a TLS ClientHello (a handshake record of TLS 1.x): what a client speaking
 /// TLS to a PLAINTEXT listener sends.
 fn looks_like_tls(buffer: &[u8]) -> bool {
-    buffer.len() >= 3 && buffer[0] == 0x16 && buffer[1] == 0x03 && buffer[2] <= 0x04
+    crate::security::tls::record_type(buffer) == Some(crate::security::tls::HANDSHAKE_RECORD)
 }
 
 /// Why a connection ended.

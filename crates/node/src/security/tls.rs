@@ -74,6 +74,20 @@ pub const SSL_INERT_KEYS: &[&str] = &[
 /// and sends nothing must not hold a task forever).
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The content type of a TLS handshake record (the ClientHello and ServerHello).
+pub const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// The content type of the TLS record `buffer` starts with, if its first bytes are a TLS 1.x
+/// record header (content type 20–23, protocol version 3.0–3.4). A Kafka frame cannot start so:
+/// its size would be more than 335 MB. What a plaintext peer on a TLS port or a TLS peer on a
+/// plaintext port receives first — a handshake record or an alert.
+pub fn record_type(buffer: &[u8]) -> Option<u8> {
+    match buffer {
+        [content @ 0x14..=0x17, 0x03, 0x00..=0x04, ..] => Some(*content),
+        _ => None,
+    }
+}
+
 /// A TLS setting that cannot be used, naming the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid TLS setting {key}: {reason}")]
@@ -391,6 +405,35 @@ fn client_auth(props: &ListenerProps<'_>, sasl: bool) -> Result<ClientAuth, TlsC
     }
 }
 
+/// A rustls config that a reload swaps; a handshake uses the one current when it starts, and
+/// connections made before keep theirs.
+#[derive(Debug)]
+struct Current<T>(RwLock<Arc<T>>);
+
+impl<T> Current<T> {
+    fn new(config: Arc<T>) -> Current<T> {
+        Current(RwLock::new(config))
+    }
+
+    fn get(&self) -> Arc<T> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, config: Arc<T>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+}
+
+/// Runs a handshake within [`HANDSHAKE_TIMEOUT`].
+async fn handshake<T>(
+    handshake: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, TlsError> {
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake)
+        .await
+        .map_err(|_| TlsError::Timeout)?
+        .map_err(TlsError::Handshake)
+}
+
 /// A listener's TLS: the current rustls config (swapped by [`reload`](TlsServer::reload)), how
 /// client certificates become principals.
 #[derive(Debug)]
@@ -401,7 +444,7 @@ pub struct TlsServer {
     sasl: bool,
     /// The properties it was built from (re-read on reload).
     props: std::collections::BTreeMap<String, String>,
-    config: RwLock<Arc<ServerConfig>>,
+    config: Current<ServerConfig>,
     client_auth: ClientAuth,
     mapper: SslPrincipalMapper,
 }
@@ -425,7 +468,7 @@ impl TlsServer {
             listener: listener.to_string(),
             sasl,
             props: props.clone(),
-            config: RwLock::new(config),
+            config: Current::new(config),
             client_auth,
             mapper,
         })
@@ -437,7 +480,7 @@ impl TlsServer {
         let lower = self.listener.to_ascii_lowercase();
         let view = ListenerProps::of_listener(&self.props, &lower);
         let (config, _) = server_config(&view, self.sasl)?;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        self.config.set(config);
         Ok(())
     }
 
@@ -455,16 +498,8 @@ impl TlsServer {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let config = self
-            .config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let acceptor = tokio_rustls::TlsAcceptor::from(config);
-        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-            .await
-            .map_err(|_| TlsError::Timeout)?
-            .map_err(TlsError::Handshake)?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(self.config.get());
+        let tls = handshake(acceptor.accept(stream)).await?;
         let principal = match tls.get_ref().1.peer_certificates().and_then(|c| c.first()) {
             Some(leaf) => {
                 let dn = subject_name(leaf)?;
@@ -550,7 +585,7 @@ fn server_config(
 pub struct TlsClient {
     props: std::collections::BTreeMap<String, String>,
     listener: Option<String>,
-    config: RwLock<Arc<ClientConfig>>,
+    config: Current<ClientConfig>,
 }
 
 impl TlsClient {
@@ -560,31 +595,25 @@ impl TlsClient {
         props: &std::collections::BTreeMap<String, String>,
         listener: Option<&str>,
     ) -> Result<TlsClient, TlsConfigError> {
-        let client = TlsClient {
+        let listener = listener.map(str::to_ascii_lowercase);
+        let config = client_config(&ListenerProps {
+            props,
+            listener: listener.as_deref(),
+        })?;
+        Ok(TlsClient {
             props: props.clone(),
-            listener: listener.map(str::to_ascii_lowercase),
-            config: RwLock::new(Arc::new(
-                ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()
-                .map_err(|e| invalid(SSL_ENABLED_PROTOCOLS, e.to_string()))?
-                .with_root_certificates(RootCertStore::empty())
-                .with_no_client_auth(),
-            )),
-        };
-        client.reload()?;
-        Ok(client)
+            listener,
+            config: Current::new(config),
+        })
     }
 
     /// Reads the keystore and truststore again.
     pub fn reload(&self) -> Result<(), TlsConfigError> {
-        let view = match &self.listener {
-            Some(name) => ListenerProps::of_listener(&self.props, name),
-            None => ListenerProps::plain(&self.props),
-        };
-        let config = client_config(&view)?;
-        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
+        let config = client_config(&ListenerProps {
+            props: &self.props,
+            listener: self.listener.as_deref(),
+        })?;
+        self.config.set(config);
         Ok(())
     }
 
@@ -593,23 +622,14 @@ impl TlsClient {
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
-        let config = self
-            .config
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         let name = ServerName::try_from(
             host.trim_start_matches('[')
                 .trim_end_matches(']')
                 .to_string(),
         )
         .map_err(|_| TlsError::BadServerName(host.to_string()))?;
-        let connector = tokio_rustls::TlsConnector::from(config);
-        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(name, stream))
-            .await
-            .map_err(|_| TlsError::Timeout)?
-            .map_err(TlsError::Handshake)?;
-        Ok(Box::new(tls))
+        let connector = tokio_rustls::TlsConnector::from(self.config.get());
+        Ok(Box::new(handshake(connector.connect(name, stream)).await?))
     }
 }
 

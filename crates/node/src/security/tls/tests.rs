@@ -5,6 +5,7 @@ use std::path::Path;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::test_support::props;
 
 /// A throwaway CA and certificates signed by it, written as PEM files.
 struct Pki {
@@ -61,13 +62,6 @@ impl Pki {
         std::fs::write(&path, format!("{key}{chain}")).unwrap();
         path.display().to_string()
     }
-}
-
-fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 /// Runs a handshake between `server` and `client` over an in-memory pipe, sends a line both
@@ -544,4 +538,21 @@ async fn requests_and_answers_are_flushed_when_the_budget_is_spent() {
         echo_call(&mut connection, false).await;
     }
     shutdown.cancel();
+}
+
+#[test]
+fn tls_records_are_told_from_kafka_frames() {
+    // A ClientHello, and the alert a TLS server answers a plaintext Kafka request with.
+    assert_eq!(
+        record_type(&[0x16, 0x03, 0x01, 0x02, 0x00]),
+        Some(HANDSHAKE_RECORD)
+    );
+    assert_eq!(record_type(&[0x15, 0x03, 0x03, 0x00, 0x02]), Some(0x15));
+    // Kafka frames start with their size: small ones with zeros.
+    assert_eq!(record_type(&[0x00, 0x00, 0x01, 0x2c]), None);
+    // Too short to tell, an unknown content type or version.
+    assert_eq!(record_type(&[0x16, 0x03]), None);
+    assert_eq!(record_type(&[0x18, 0x03, 0x03]), None);
+    assert_eq!(record_type(&[0x16, 0x03, 0x05]), None);
+    assert_eq!(record_type(&[0x16, 0x02, 0x00]), None);
 }
