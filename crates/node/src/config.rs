@@ -857,12 +857,7 @@ mod tests {
         assert!(err.contains("metrics.port"), "{err}");
     }
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     fn refusal(pairs: &[(&str, &str)]) -> String {
         let mut all = props(&[("node.id", "1")]);

@@ -37,4 +37,6 @@ pub mod raft;
 pub mod runtime;
 pub mod security;
 pub mod server;
+#[cfg(test)]
+mod test_support;
 pub mod topic_config;

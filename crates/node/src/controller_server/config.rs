@@ -415,12 +415,7 @@ impl ControllerServerConfig {
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     // Shows: Kafka's KRaft keys and defaults — the listener named by controller.listener.names
     // (default CONTROLLER), metadata.log.dir falling back to the first of log.dirs, and the

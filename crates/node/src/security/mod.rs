@@ -590,12 +590,7 @@ pub fn inter_broker_listener_name(
 mod tests {
     use super::*;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     // Shows: Kafka's default map serves listeners named after a protocol and controller
     // listeners as PLAINTEXT; an explicit map is taken as written, and an entry that is not

@@ -82,12 +82,7 @@ mod tests {
     use super::*;
     use crate::security::sasl::plain::PLAIN_LOGIN_MODULE;
 
-    fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::test_support::props;
 
     // Shows: a broker's identity towards other brokers and towards controllers comes from the
     // mechanism setting for that peer and the JAAS line of that mechanism on the listener; a
