@@ -13,7 +13,9 @@ and Admin (inside ConfigCommand).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ import pytest
 
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, BrokerError, free_port, retire
+from test_go_client import build_producer
 from test_kafka_tools import CONFIG_COMMAND, KafkaTools, build_tools
 from test_tls import confluent_round_trip, java_check, metric
 from tls_certs import Pki
@@ -294,7 +297,6 @@ def test_keel_format_refuses_bad_add_scram_arguments(tmp_path):
     """`keel format --add-scram` takes Kafka's syntax and refuses what kafka-storage refuses (an
     unknown mechanism, too few iterations, no name, no password) before writing anything, never
     echoing the password; a broker-only node has no controller to bootstrap and says so."""
-    import subprocess
     from keel_broker import keel_bin
     config = tmp_path / "server.properties"
     config.write_text(f"node.id=1\nlog.dirs={tmp_path / 'data'}\nlisteners=PLAINTEXT://127.0.0.1:{free_port()}\n")
@@ -512,6 +514,16 @@ def test_keel_dev_secure_settings_work_as_printed(tmp_path_factory, tools):
         rdkafka_round_trip(unique_topic("dev-secure-rd"))
         run = java_check(b.bootstrap, java_props, unique_topic("dev-secure-java"), b.workdir, rf=3)
         assert "SECURE-CLIENT-OK" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+        # franz-go with the same CA and SCRAM-SHA-512 user (its idempotent acks=all producer).
+        franz_topic = unique_topic("dev-secure-franz")
+        franz_admin = AdminClient({"bootstrap.servers": b.bootstrap, **rdkafka})
+        franz_admin.create_topics([NewTopic(franz_topic, 3, 3)])[franz_topic].result(WAIT_S)
+        franz = subprocess.run(
+            [str(build_producer()), b.bootstrap, franz_topic, "600", "3", "3000"], capture_output=True, text=True,
+            timeout=120, env={**os.environ, "KEEL_TLS_CA_FILE": rdkafka["ssl.ca.location"],
+                              "KEEL_SASL_MECHANISM": "SCRAM-SHA-512", "KEEL_SASL_USERNAME": rdkafka["sasl.username"],
+                              "KEEL_SASL_PASSWORD": rdkafka["sasl.password"]})
+        assert "DONE sent=600 acked=600 failed=0" in franz.stdout, franz.stdout[-2000:] + franz.stderr[-2000:]
         command_config = b.workdir / "printed-client.properties"
         command_config.write_text("".join(f"{k}={v}\n" for k, v in java_props.items()))
         r = tools.run(CONFIG_COMMAND, "--bootstrap-server", b.bootstrap.split(",")[0], "--command-config",

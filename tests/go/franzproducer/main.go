@@ -6,10 +6,16 @@
 // "DONE sent=N acked=A failed=F" (with the first error on stderr).
 //
 // Usage: franzproducer BOOTSTRAP TOPIC RECORDS PARTITIONS RATE_PER_SECOND
+//
+// Over TLS and SASL when the environment says so: KEEL_TLS_CA_FILE (a PEM CA the brokers'
+// certificates chain to: TLS on), KEEL_SASL_MECHANISM (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)
+// with KEEL_SASL_USERNAME and KEEL_SASL_PASSWORD.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"strconv"
@@ -19,7 +25,41 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
+
+// security is the TLS and SASL options the environment asks for.
+func security() ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	if caFile := os.Getenv("KEEL_TLS_CA_FILE"); caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", caFile)
+		}
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}))
+	}
+	user, pass := os.Getenv("KEEL_SASL_USERNAME"), os.Getenv("KEEL_SASL_PASSWORD")
+	var mechanism sasl.Mechanism
+	switch m := os.Getenv("KEEL_SASL_MECHANISM"); m {
+	case "":
+		return opts, nil
+	case "PLAIN":
+		mechanism = plain.Auth{User: user, Pass: pass}.AsMechanism()
+	case "SCRAM-SHA-256":
+		mechanism = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+	case "SCRAM-SHA-512":
+		mechanism = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	default:
+		return nil, fmt.Errorf("unknown KEEL_SASL_MECHANISM %q", m)
+	}
+	return append(opts, kgo.SASL(mechanism)), nil
+}
 
 func main() {
 	if len(os.Args) != 6 {
@@ -34,10 +74,15 @@ func main() {
 		fmt.Fprintln(os.Stderr, "RECORDS, PARTITIONS and RATE_PER_SECOND must be positive numbers")
 		os.Exit(2)
 	}
-	client, err := kgo.NewClient(
+	opts, err := security()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "security settings:", err)
+		os.Exit(2)
+	}
+	client, err := kgo.NewClient(append(opts,
 		kgo.SeedBrokers(strings.Split(bootstrap, ",")...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-	)
+	)...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
