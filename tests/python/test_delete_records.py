@@ -30,6 +30,7 @@ import kafka as kp
 import pytest
 
 import kafka_wire as kw
+from builds import java_build
 from clients import (ADMIN_TIMEOUT_S, CONFLUENT_COMMON, Rec, confluent_admin, confluent_produce,
                      unique_topic)
 from keel_broker import keel_bin
@@ -409,18 +410,7 @@ def test_kafka_delete_records_sh_and_keel_records_delete(dr, tmp_path):
 
 def build_streams() -> tuple[Path, str]:
     """Resolves Kafka Streams 4.4 (tests/java/streams/pom.xml) and compiles the app, both cached."""
-    STREAMS_CACHE.mkdir(parents=True, exist_ok=True)
-    cp_file, pom = STREAMS_CACHE / "classpath.txt", STREAMS_DIR / "pom.xml"
-    if not cp_file.exists() or cp_file.stat().st_mtime < pom.stat().st_mtime:
-        subprocess.run(["mvn", "-q", "-f", str(pom), "dependency:build-classpath", f"-Dmdep.outputFile={cp_file}"],
-                       check=True, timeout=900)
-    classpath = cp_file.read_text().strip()
-    classes = STREAMS_CACHE / "classes"
-    source, compiled = STREAMS_DIR / "KeelStreamsRepartition.java", classes / "KeelStreamsRepartition.class"
-    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        classes.mkdir(exist_ok=True)
-        subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)], check=True, timeout=300)
-    return classes, classpath
+    return java_build(STREAMS_DIR / "pom.xml", STREAMS_CACHE, [STREAMS_DIR / "KeelStreamsRepartition.java"])
 
 
 def test_a_kafka_streams_groupby_trims_its_repartition_topic(dr, tmp_path):

@@ -9,12 +9,9 @@ change (the module cache keeps franz-go between runs).
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-
+from builds import go_build
 from leader_kill9 import producer_through_leader_kill9
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,13 +20,7 @@ BINARY = REPO / "tests" / ".cache" / "go" / "franzproducer"
 
 
 def build_producer() -> Path:
-    if shutil.which("go") is None:
-        pytest.fail("go is required for the franz-go check (see docs/testing.md)")
-    newest = max(p.stat().st_mtime for p in SOURCE.iterdir())
-    if not BINARY.exists() or BINARY.stat().st_mtime < newest:
-        BINARY.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["go", "build", "-o", str(BINARY), "."], cwd=SOURCE, check=True, timeout=600)
-    return BINARY
+    return go_build(SOURCE, BINARY)
 
 
 def test_franz_go_default_producer_through_a_leader_kill9(cluster):

@@ -12,12 +12,11 @@ Maven only resolves the classpath (cached in tests/.cache/java).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 
+from builds import java_build
 from leader_kill9 import producer_through_leader_kill9
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,25 +28,7 @@ JAVA_PROGRAMS = ["KeelJavaClientCheck", "KeelIdempotentProducer"]
 
 def build_check() -> tuple[Path, str]:
     """Compiles the check once per source change; returns (classes dir, classpath)."""
-    if shutil.which("mvn") is None or shutil.which("javac") is None:
-        pytest.fail("mvn and javac are required for the Java client check (see docs/testing.md)")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cp_file = CACHE / "classpath.txt"
-    pom = JAVA_DIR / "pom.xml"
-    if not cp_file.exists() or cp_file.stat().st_mtime < pom.stat().st_mtime:
-        subprocess.run(
-            ["mvn", "-q", "-f", str(pom), "dependency:build-classpath", f"-Dmdep.outputFile={cp_file}"],
-            check=True, timeout=600,
-        )
-    classpath = cp_file.read_text().strip()
-    classes = CACHE / "classes"
-    for program in JAVA_PROGRAMS:
-        source = JAVA_DIR / f"{program}.java"
-        compiled = classes / f"{program}.class"
-        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-            classes.mkdir(exist_ok=True)
-            subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)], check=True, timeout=300)
-    return classes, classpath
+    return java_build(JAVA_DIR / "pom.xml", CACHE, [JAVA_DIR / f"{p}.java" for p in JAVA_PROGRAMS])
 
 
 def test_java_client_round_trip(start_broker):

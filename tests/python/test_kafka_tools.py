@@ -25,7 +25,6 @@ bin/kafka-*.sh scripts do.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -33,6 +32,7 @@ from typing import NamedTuple
 import pytest
 from confluent_kafka.admin import ConfigResource
 
+from builds import java_build
 from clients import ADMIN_TIMEOUT_S, confluent_admin, unique_topic
 from keel_cluster import Cluster
 
@@ -97,29 +97,7 @@ class KafkaTools:
 def build_tools() -> KafkaTools:
     """Resolves the tools' classpath once per pom change and compiles the Java checks once per
     source change (both cached in tests/.cache/java/tools)."""
-    missing = [t for t in ("mvn", "javac", "java") if shutil.which(t) is None]
-    if missing:
-        pytest.fail(f"{', '.join(missing)} not found: the Kafka tools tests need a JDK 17+ and Maven "
-                    "(see docs/testing.md)")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    cp_file = CACHE / "classpath.txt"
-    if not cp_file.exists() or cp_file.stat().st_mtime < POM.stat().st_mtime:
-        r = subprocess.run(["mvn", "-q", "-f", str(POM), "dependency:build-classpath", f"-Dmdep.outputFile={cp_file}"],
-                           capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            cp_file.unlink(missing_ok=True)
-            pytest.fail(f"mvn could not resolve {POM}:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}")
-    classpath = cp_file.read_text().strip()
-    classes = CACHE / "classes"
-    classes.mkdir(exist_ok=True)
-    for source in JAVA_SOURCES:
-        compiled = classes / f"{source.stem}.class"
-        if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-            r = subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)],
-                               capture_output=True, text=True, timeout=300)
-            if r.returncode != 0:
-                pytest.fail(f"javac {source.name} failed:\n{r.stdout}\n{r.stderr}")
-    return KafkaTools(classes, classpath)
+    return KafkaTools(*java_build(POM, CACHE, JAVA_SOURCES))
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,8 @@ from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, BrokerError, free_port, retire
-from test_java_client import CACHE, JAVA_DIR, build_check
+from builds import java_build
+from test_java_client import CACHE, JAVA_DIR
 from test_tls import confluent_round_trip, metric
 
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -219,19 +220,8 @@ class StaticTokens(AbstractTokenProvider):
 def oauth_classpath() -> tuple[Path, str]:
     """The compiled KeelSecureClientCheck and a classpath of kafka-clients 4.1 with jose4j
     (tests/java/oauth/pom.xml), resolved once per pom change."""
-    build_check()  # fails the test when mvn or javac is missing
-    pom = JAVA_DIR / "oauth" / "pom.xml"
-    cp_file = CACHE / "oauth-classpath.txt"
-    if not cp_file.exists() or cp_file.stat().st_mtime < pom.stat().st_mtime:
-        subprocess.run(["mvn", "-q", "-f", str(pom), "dependency:build-classpath",
-                        f"-Dmdep.outputFile={cp_file}"], check=True, timeout=600)
-    classpath = cp_file.read_text().strip()
-    classes = CACHE / "oauth-classes"
-    source, compiled = JAVA_DIR / "KeelSecureClientCheck.java", classes / "KeelSecureClientCheck.class"
-    if not compiled.exists() or compiled.stat().st_mtime < source.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)], check=True, timeout=300)
-    return classes, classpath
+    return java_build(JAVA_DIR / "oauth" / "pom.xml", CACHE, [JAVA_DIR / "KeelSecureClientCheck.java"],
+                      classpath_file="oauth-classpath.txt", classes_dir="oauth-classes")
 
 
 def java_oauth(bootstrap: str, endpoints: Endpoints, topic: str, workdir: Path) -> subprocess.CompletedProcess:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from pathlib import Path
 
 import confluent_kafka as ck
 import kafka as kp

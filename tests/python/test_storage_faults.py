@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 

@@ -33,7 +33,6 @@ import urllib.request
 
 from clients import confluent_consume, confluent_produce, make_records, unique_topic
 from keel_broker import free_port, keel_bin
-from keel_cluster import Cluster
 
 CONTROLLER = {"broker.session.timeout.ms": "3000"}
 A, B, C = 60, 40, 30
