@@ -1114,9 +1114,10 @@ def write_report(results: Results, systems: list[System], args, out_md: Path) ->
              f"- {results.facts.get('client_idempotence', '')}",
              f"- Every row: median of {args.repeats} runs (failover: {args.failover_repeats} of each kind) with min–max in "
              f"parentheses; 1 KiB records, 6 partitions, 2 producers, {args.records:,} records per throughput run.",
-             f"- Latency runs: a fixed {results.facts.get('latency_rate', '?')} over 2 producers (half of Kafka's "
-             "median ProducerPerformance acks=all throughput).",
-             f"- Catch-up reads: page cache {results.facts.get('catchup_page_cache', '?')}.",
+             *([f"- Latency runs: a fixed {results.facts['latency_rate']} over 2 producers (half of Kafka's "
+                "median ProducerPerformance acks=all throughput)."] if "latency_rate" in results.facts else []),
+             *([f"- Catch-up reads: page cache {results.facts['catchup_page_cache']}."]
+               if "catchup_page_cache" in results.facts else []),
              *[f"- {'Rows marked SASL_SSL' if protocol == 'SASL_SSL' else 'The other rows'}: {how}"
                + (" (each system's SASL_SSL cluster is a fresh one, started after its PLAINTEXT cluster was "
                   "stopped and deleted; only produce acks=all and the catch-up read run over it)."
