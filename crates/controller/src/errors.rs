@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use crate::types::{BrokerId, MetadataOffset, TopicId, TopicPartition};
+use crate::types::{AclId, BrokerId, MetadataOffset, TopicId, TopicPartition};
 
 macro_rules! error_codes {
     ($($variant:ident = $code:literal, $name:literal;)*) => {
@@ -65,6 +65,12 @@ error_codes! {
     ResourceNotFound = 91, "RESOURCE_NOT_FOUND";
     DuplicateResource = 92, "DUPLICATE_RESOURCE";
     UnacceptableCredential = 93, "UNACCEPTABLE_CREDENTIAL";
+    TopicAuthorizationFailed = 29, "TOPIC_AUTHORIZATION_FAILED";
+    GroupAuthorizationFailed = 30, "GROUP_AUTHORIZATION_FAILED";
+    ClusterAuthorizationFailed = 31, "CLUSTER_AUTHORIZATION_FAILED";
+    TransactionalIdAuthorizationFailed = 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED";
+    SecurityDisabled = 54, "SECURITY_DISABLED";
+    DelegationTokenAuthorizationFailed = 65, "DELEGATION_TOKEN_AUTHORIZATION_FAILED";
 }
 
 impl ErrorCode {
@@ -183,6 +189,18 @@ pub enum ReplayError {
         /// The mechanism.
         mechanism: &'static str,
     },
+    /// An ACL record CreateAcls would have refused, or a second binding with an existing id or
+    /// an existing binding again (Kafka's `AclControlManager.replay`).
+    #[error("ACL binding {id}: {reason}")]
+    InvalidAcl {
+        /// The binding's id.
+        id: AclId,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A removal of an ACL binding that does not exist.
+    #[error("no ACL binding with id {0} to remove")]
+    UnknownAcl(AclId),
     /// Applying the record would break a partition invariant.
     #[error("partition {partition}: {violation}")]
     Invariant {

@@ -7,18 +7,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use crate::acl::AclBinding;
 use crate::config::{self, ELR_FEATURE};
 use crate::errors::ReplayError;
 use crate::partition::PartitionState;
 use crate::records::{
-    BrokerStateChange, ConfigRecord, ConfigResource, FeatureLevelRecord, Listener, PartitionRecord,
-    PendingTopicRecord, Record, RegisterBrokerRecord, RemoveUserScramCredentialRecord, TopicRecord,
-    UserScramCredentialRecord,
+    AccessControlEntryRecord, BrokerStateChange, ConfigRecord, ConfigResource, FeatureLevelRecord,
+    Listener, PartitionRecord, PendingTopicRecord, Record, RegisterBrokerRecord,
+    RemoveUserScramCredentialRecord, TopicRecord, UserScramCredentialRecord,
 };
 use crate::scram::{ScramCredentialData, ScramMechanism};
 use crate::types::{
-    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, TopicId, TopicPartition,
-    UncleanRecoveryStrategy,
+    AclId, BrokerEpoch, BrokerId, DirectoryId, IncarnationId, MetadataOffset, TopicId,
+    TopicPartition, UncleanRecoveryStrategy,
 };
 
 /// Where a registered broker stands.
@@ -111,7 +112,49 @@ pub struct ClusterImage {
     next_producer_id: i64,
     /// SCRAM credentials by user, then mechanism (KIP-554); shared with clones until changed.
     scram: Arc<ScramUsers>,
+    /// ACL bindings (Kafka's `AclControlManager` state); shared with clones until changed.
+    acls: Arc<Acls>,
     last_applied: Option<MetadataOffset>,
+}
+
+/// Every ACL binding, by id and by value (a binding exists at most once).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Acls {
+    by_id: BTreeMap<AclId, AclBinding>,
+    ids: BTreeMap<AclBinding, AclId>,
+}
+
+impl Acls {
+    /// The bindings by id.
+    pub fn by_id(&self) -> &BTreeMap<AclId, AclBinding> {
+        &self.by_id
+    }
+
+    /// The id of `binding`, when it exists.
+    pub fn id_of(&self, binding: &AclBinding) -> Option<AclId> {
+        self.ids.get(binding).copied()
+    }
+
+    /// How many bindings there are.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// The bindings `filter` matches, by id (DescribeAcls; what DeleteAcls removes).
+    pub fn matching<'a>(
+        &'a self,
+        filter: &'a crate::acl::AclFilter,
+    ) -> impl Iterator<Item = (AclId, &'a AclBinding)> + 'a {
+        self.by_id
+            .iter()
+            .filter(move |(_, b)| filter.matches(b))
+            .map(|(id, b)| (*id, b))
+    }
 }
 
 /// SCRAM credentials by user name, then mechanism; a user without credentials has no entry.
@@ -151,6 +194,12 @@ impl ClusterImage {
     /// Every user's SCRAM credentials.
     pub fn scram_users(&self) -> &ScramUsers {
         &self.scram
+    }
+
+    /// Every ACL binding. The `Arc` changes (`Arc::ptr_eq`) exactly when a record changed them,
+    /// so a broker rebuilds its [`crate::acl::AclIndex`] only then.
+    pub fn acls(&self) -> &Arc<Acls> {
+        &self.acls
     }
 
     /// Every registration.
@@ -338,7 +387,36 @@ impl ClusterImage {
             }
             Record::UserScramCredential(r) => self.put_scram(r),
             Record::RemoveUserScramCredential(r) => self.remove_scram(r),
+            Record::AccessControlEntry(r) => self.put_acl(r),
+            Record::RemoveAccessControlEntry(r) => {
+                if !self.acls.by_id.contains_key(&r.id) {
+                    return Err(ReplayError::UnknownAcl(r.id));
+                }
+                let acls = Arc::make_mut(&mut self.acls);
+                let binding = acls.by_id.remove(&r.id).expect("checked above");
+                acls.ids.remove(&binding);
+                Ok(())
+            }
         }
+    }
+
+    /// Kafka's `AclControlManager.replay(AccessControlEntryRecord)`: the binding is checked as
+    /// CreateAcls checks it, and neither its id nor the binding may exist already.
+    fn put_acl(&mut self, r: &AccessControlEntryRecord) -> Result<(), ReplayError> {
+        let invalid = |reason: String| ReplayError::InvalidAcl { id: r.id, reason };
+        crate::acl::validate_new(&r.binding).map_err(|e| invalid(e.message))?;
+        if self.acls.by_id.contains_key(&r.id) {
+            return Err(invalid("an ACL binding with this id exists".into()));
+        }
+        if let Some(existing) = self.acls.id_of(&r.binding) {
+            return Err(invalid(format!(
+                "the same binding exists with id {existing}"
+            )));
+        }
+        let acls = Arc::make_mut(&mut self.acls);
+        acls.by_id.insert(r.id, r.binding.clone());
+        acls.ids.insert(r.binding.clone(), r.id);
+        Ok(())
     }
 
     /// Kafka's `ScramControlManager.replay(UserScramCredentialRecord)`, with the credential's
@@ -674,6 +752,12 @@ impl ClusterImage {
                     credential: credential.clone(),
                 }));
             }
+        }
+        for (id, binding) in &self.acls.by_id {
+            records.push(Record::AccessControlEntry(AccessControlEntryRecord {
+                id: *id,
+                binding: binding.clone(),
+            }));
         }
         if self.next_producer_id > 0 {
             // The broker and epoch of the last block are not kept; the snapshot keeps the

@@ -19,6 +19,7 @@
 //! | [`alter_partition`] | AlterPartition request types and validation in Kafka's order |
 //! | [`recovery`] | the Unclean Recovery Manager's pure state machine and its [`recovery::Command`]s |
 //! | [`config`] | config names, defaults, effective min ISR, strategy resolution |
+//! | [`acl`] | ACL bindings, filters and CreateAcls checks with Kafka's codes; [`acl::AclIndex`], the StandardAuthorizer decision |
 //! | [`scram`] | SCRAM mechanisms, the key derivation of RFC 5802, credential bounds, DescribeUserScramCredentials |
 //! | [`errors`] | [`ErrorCode`] (Kafka's names and numbers), [`ApiError`], [`ReplayError`] |
 //! | `controller` | the [`Controller`] facade: membership, topics, AlterPartition, elections, recovery events |
@@ -122,6 +123,7 @@
 //! [`golden::run`]`(text) -> `[`golden::Report`] runs a file's text (no IO); the report's
 //! `Display` prints `PASS`/`FAIL` per case with each mismatch and a final `N passed, M failed`.
 
+pub mod acl;
 pub mod alter_partition;
 pub mod config;
 mod controller;

@@ -14,11 +14,12 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::acl::AclBinding;
 use crate::partition::PartitionState;
 use crate::scram::{ScramCredentialData, ScramMechanism};
 use crate::types::{
-    BrokerEpoch, BrokerId, DirectoryId, IncarnationId, LeaderRecoveryState, RecoveryMode, TopicId,
-    TopicPartition,
+    AclId, BrokerEpoch, BrokerId, DirectoryId, IncarnationId, LeaderRecoveryState, RecoveryMode,
+    TopicId, TopicPartition,
 };
 
 /// One metadata record.
@@ -55,6 +56,10 @@ pub enum Record {
     UserScramCredential(UserScramCredentialRecord),
     /// A user's SCRAM credential for one mechanism was removed.
     RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// An ACL binding was created (Kafka's `AccessControlEntryRecord`).
+    AccessControlEntry(AccessControlEntryRecord),
+    /// An ACL binding was removed (Kafka's `RemoveAccessControlEntryRecord`).
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
 }
 
 /// A listener a broker accepts connections on.
@@ -302,4 +307,21 @@ pub struct RemoveUserScramCredentialRecord {
     pub name: String,
     /// The mechanism whose credential is removed.
     pub mechanism: ScramMechanism,
+}
+
+/// Kafka's `AccessControlEntryRecord`: one ACL binding and its id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessControlEntryRecord {
+    /// The binding's id.
+    pub id: AclId,
+    /// The binding.
+    #[serde(flatten)]
+    pub binding: AclBinding,
+}
+
+/// Kafka's `RemoveAccessControlEntryRecord`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveAccessControlEntryRecord {
+    /// The id of the binding removed.
+    pub id: AclId,
 }

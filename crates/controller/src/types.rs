@@ -92,6 +92,12 @@ uuid_newtype!(
     TopicId
 );
 uuid_newtype!(
+    /// An ACL binding's id (Kafka's `AccessControlEntryRecord.id`; never on the client wire).
+    /// Keel's are derived from the metadata offset of the record that created the binding
+    /// ([`AclId::at`]), so the controller draws no randomness.
+    AclId
+);
+uuid_newtype!(
     /// A log directory's id from its `meta.properties`; a replaced disk shows up as a new id.
     DirectoryId
 );
@@ -220,5 +226,13 @@ impl RecoveryMode {
             "proactive" => Some(RecoveryMode::Proactive),
             _ => None,
         }
+    }
+}
+
+impl AclId {
+    /// The id of the binding created by the record at `offset`: unique, since no two records
+    /// share an offset (the high half spells `keel acl`).
+    pub fn at(offset: MetadataOffset) -> AclId {
+        AclId(Uuid::from_u64_pair(0x6b65_656c_2061_636c, offset.0 as u64))
     }
 }

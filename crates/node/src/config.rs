@@ -267,6 +267,9 @@ pub struct BrokerConfig {
     /// Fired to reload every TLS keystore and truststore (SIGHUP in `keel server`). Not a
     /// property; each parsed config gets its own.
     pub tls_reload: crate::security::TlsReload,
+    /// The authorizer's settings (`authorizer.class.name`, `super.users`,
+    /// `allow.everyone.if.no.acl.found`): `None` without an authorizer.
+    pub authorizer: Option<keel_controller::acl::AuthorizerConfig>,
 }
 
 /// Keys the broker reads directly; anything else that is not a topic-default synonym is
@@ -609,6 +612,7 @@ impl BrokerConfig {
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
             tls_reload: crate::security::TlsReload::default(),
+            authorizer: crate::security::authorizer::config_from_properties(props)?,
         };
         if config.offsets_topic_num_partitions < 1 || config.offsets_topic_replication_factor < 1 {
             return Err(ConfigError::InvalidValue {

@@ -86,6 +86,18 @@ pub struct Session {
 }
 
 impl Session {
+    /// Who asks and from where, for the authorizer, in a request of `api`.
+    pub fn request_context(
+        &self,
+        api: keel_wire::kafka_protocol::messages::ApiKey,
+    ) -> crate::security::authorizer::RequestContext {
+        crate::security::authorizer::RequestContext {
+            principal: self.principal.to_string(),
+            host: crate::security::authorizer::host_of(&self.peer),
+            api,
+        }
+    }
+
     /// A session of `peer` on listener `listener`, not authenticated.
     pub fn anonymous(peer: impl Into<String>, listener: &str) -> Session {
         Session {

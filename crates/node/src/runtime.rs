@@ -127,6 +127,7 @@ impl LocalController {
     ) -> ControllerServerConfig {
         controller.metrics = broker.metrics.clone();
         controller.tls_reload = broker.tls_reload.clone();
+        controller.authorizer = broker.authorizer.clone();
         controller.metrics_endpoint = None;
         controller
     }

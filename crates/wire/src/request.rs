@@ -93,6 +93,9 @@ pub enum ControllerRequest {
     AllocateProducerIds(AllocateProducerIdsRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    DescribeAcls(DescribeAclsRequest),
+    CreateAcls(CreateAclsRequest),
+    DeleteAcls(DeleteAclsRequest),
 }
 
 /// A SASL request, answered by the connection's authenticator on every listener before (and
@@ -349,6 +352,9 @@ fn decode_controller_body(
         ApiKey::AlterUserScramCredentials => {
             R::AlterUserScramCredentials(AlterUserScramCredentialsRequest::decode(buf, version)?)
         }
+        ApiKey::DescribeAcls => R::DescribeAcls(DescribeAclsRequest::decode(buf, version)?),
+        ApiKey::CreateAcls => R::CreateAcls(CreateAclsRequest::decode(buf, version)?),
+        ApiKey::DeleteAcls => R::DeleteAcls(DeleteAclsRequest::decode(buf, version)?),
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
 }

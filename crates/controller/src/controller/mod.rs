@@ -11,6 +11,7 @@
 //! unclean recovery events), [`producer_ids`] (AllocateProducerIds), [`scram`]
 //! (AlterUserScramCredentials, bootstrap records).
 
+mod acls;
 mod elections;
 mod membership;
 mod partitions;

@@ -185,6 +185,8 @@ pub struct Broker {
     pub refusals: crate::handlers::refusals::RefusalLog,
     /// Log start offset checkpoints written on demand, coalesced (issue 20).
     log_starts: log_start::LogStartCheckpoints,
+    /// The authorizer (`authorizer.class.name`), deciding from this broker's image.
+    authorizer: Option<crate::security::authorizer::Authorizer>,
 }
 
 /// The registered listener named `name` (Kafka compares listener names upper-cased); for
@@ -340,6 +342,10 @@ impl Broker {
         let metrics = config.metrics.broker(config.node_id);
         let request_metrics = config.metrics.requests(config.node_id, "broker");
         let log_dirs_count = log_dirs.len();
+        let authorizer = config
+            .authorizer
+            .clone()
+            .map(crate::security::authorizer::Authorizer::new);
         Ok((
             Broker {
                 config,
@@ -367,6 +373,7 @@ impl Broker {
                 deferred_dir_failures: Mutex::default(),
                 recovery_lost_data: std::sync::atomic::AtomicBool::new(false),
                 refusals: Default::default(),
+                authorizer,
                 log_starts: log_start::LogStartCheckpoints::new(log_dirs_count),
             },
             jobs,
@@ -493,6 +500,12 @@ impl Broker {
     }
 
     /// The metadata image applied last.
+    /// The authorizer, when `authorizer.class.name` is set (without one every request is
+    /// allowed, as Kafka).
+    pub fn authorizer(&self) -> Option<&crate::security::authorizer::Authorizer> {
+        self.authorizer.as_ref()
+    }
+
     pub fn image(&self) -> Arc<ClusterImage> {
         self.lock_state().image.clone()
     }

@@ -105,6 +105,20 @@ impl ControllerAnswer for keel_wire::kafka_protocol::messages::AlterUserScramCre
     }
 }
 
+impl ControllerAnswer for keel_wire::kafka_protocol::messages::CreateAclsResponse {
+    fn not_controller(&self) -> bool {
+        self.results.iter().any(|r| r.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for keel_wire::kafka_protocol::messages::DeleteAclsResponse {
+    fn not_controller(&self) -> bool {
+        self.filter_results
+            .iter()
+            .any(|r| r.error_code == NOT_CONTROLLER)
+    }
+}
+
 /// How often a refused-credentials error is logged while it lasts.
 const CREDENTIALS_REFUSED_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 

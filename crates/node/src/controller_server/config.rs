@@ -102,6 +102,9 @@ pub struct ControllerServerConfig {
     pub socket_request_max_bytes: usize,
     /// `eligible.leader.replicas.enable`.
     pub eligible_leader_replicas_enable: bool,
+    /// The authorizer's settings (`authorizer.class.name`, ...): without them the ACL APIs
+    /// answer `SECURITY_DISABLED`, as Kafka's controller.
+    pub authorizer: Option<keel_controller::acl::AuthorizerConfig>,
     /// `unclean.leader.election.enable` and `unclean.recovery.strategy` when set in the
     /// controller's properties: the defaults stamped on new topics that do not set them
     /// (as `min.insync.replicas` is).
@@ -338,6 +341,7 @@ impl ControllerServerConfig {
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
             tls_reload: crate::security::TlsReload::default(),
+            authorizer: crate::security::authorizer::config_from_properties(props)?,
             campaign_when_pristine: false,
             node_id,
             also_broker,

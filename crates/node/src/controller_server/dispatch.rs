@@ -9,7 +9,7 @@ use keel_wire::versions::{self, ListenerKind};
 
 use super::state::{CallError, ControllerHandle};
 use super::{
-    alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
+    acls, alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
     metadata_fetch, producer_ids, scram_credentials, topics, Settings,
 };
 
@@ -239,8 +239,29 @@ fn not_controller(
                 message().as_deref().unwrap_or_default(),
             ),
         ),
+        R::CreateAcls(r) => {
+            let error = not_controller_error(message());
+            let results = vec![Err(error); r.creations.len()];
+            encode(
+                key,
+                v,
+                id,
+                &crate::handlers::acls::creation_results(&results),
+            )
+        }
+        R::DeleteAcls(r) => {
+            let error = not_controller_error(message());
+            let results = vec![Err(error); r.filters.len()];
+            encode(
+                key,
+                v,
+                id,
+                &crate::handlers::acls::deletion_results(&results),
+            )
+        }
         // Answered by any controller: never NOT_CONTROLLER.
-        R::ApiVersions(_)
+        R::DescribeAcls(_)
+        | R::ApiVersions(_)
         | R::DescribeCluster(_)
         | R::Fetch(_)
         | R::FetchSnapshot(_)
@@ -289,5 +310,18 @@ async fn answer(
         R::DescribeUserScramCredentials(r) => {
             encode(key, v, id, &scram_credentials::describe(handle, &r))
         }
+        R::CreateAcls(r) => encode(key, v, id, &acls::create(handle, settings, r).await?),
+        R::DeleteAcls(r) => encode(key, v, id, &acls::delete(handle, settings, r).await?),
+        R::DescribeAcls(r) => encode(key, v, id, &acls::describe(handle, settings, &r)),
     }?)
+}
+
+/// NOT_CONTROLLER with `message`, as the controller crate's error.
+fn not_controller_error(
+    message: Option<keel_wire::kafka_protocol::protocol::StrBytes>,
+) -> keel_controller::errors::ApiError {
+    keel_controller::errors::ApiError::new(
+        keel_controller::errors::ErrorCode::NotController,
+        message.map(|m| m.to_string()).unwrap_or_default(),
+    )
 }

@@ -19,6 +19,7 @@
 //! | `metadata_fetch` | Fetch of `__cluster_metadata-0` with Kafka's long poll |
 //! | `fetch_snapshot` | FetchSnapshot of the newest metadata snapshot (brokers behind the compacted log) |
 //! | `producer_ids` | AllocateProducerIds (blocks of producer ids for InitProducerId) |
+//! | `acls` | CreateAcls, DeleteAcls, DescribeAcls (Kafka's `AclControlManager` behind them) |
 //! | `scram_credentials` | AlterUserScramCredentials, DescribeUserScramCredentials (KIP-554) |
 //! | `bootstrap` | the records `keel format --add-scram` leaves for a fresh cluster |
 //!
@@ -27,6 +28,7 @@
 //! controller epoch is [`CONTROLLER_EPOCH`] until the Raft quorum (issue 6) supplies its term.
 //! Listener and RPC details: `docs/controller.md`.
 
+mod acls;
 mod alter_partition;
 pub mod bootstrap;
 pub mod config;
@@ -112,6 +114,8 @@ pub(crate) struct Settings {
     pub voters: Vec<(i32, String)>,
     /// The controller listener's request latency.
     pub request_metrics: crate::metrics::RequestMetrics,
+    /// Whether an authorizer is configured (the ACL APIs answer `SECURITY_DISABLED` without).
+    pub acls_enabled: bool,
 }
 
 /// Where the controller's metadata log directory comes from.
@@ -331,6 +335,7 @@ pub async fn serve_observed<L: crate::net::Listener>(
         socket_request_max_bytes: config.socket_request_max_bytes,
         voters: config.quorum_voters.clone(),
         request_metrics: config.metrics.requests(config.node_id, "controller"),
+        acls_enabled: config.authorizer.is_some(),
     });
     let controller_metrics = config.metrics.controller(config.node_id);
     info!(

@@ -1,7 +1,7 @@
 //! One module per Kafka API. Each handler takes the broker and the decoded request and
 //! returns the response body; [`dispatch`] encodes it with the right header.
 
-mod acls;
+pub(crate) mod acls;
 mod api_versions;
 mod client_quotas;
 mod configs;
@@ -94,9 +94,9 @@ pub async fn dispatch(
             encode(&describe_topic_partitions::handle(broker, r))?
         }
         Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, r))?,
-        Request::DescribeAcls(r) => encode(&acls::describe(r))?,
-        Request::CreateAcls(r) => encode(&acls::create(r))?,
-        Request::DeleteAcls(r) => encode(&acls::delete(r))?,
+        Request::DescribeAcls(r) => encode(&acls::describe(broker, session, r))?,
+        Request::CreateAcls(r) => encode(&acls::create(broker, session, r, version).await)?,
+        Request::DeleteAcls(r) => encode(&acls::delete(broker, session, r, version).await)?,
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
         Request::FindCoordinator(r) => {
             encode(&find_coordinator::handle(broker, r, version, listener).await)?

@@ -520,7 +520,7 @@ impl RefusalLog {
     }
 }
 
-fn bounded(s: &str) -> String {
+pub(crate) fn bounded(s: &str) -> String {
     s.chars().take(MAX_LOGGED_CHARS).collect()
 }
 

@@ -7,6 +7,7 @@
 //! Nothing here reads a socket: [`tls`] wraps any byte stream, so the same listener code runs
 //! over TCP, the in-memory network and the simulator's.
 
+pub mod authorizer;
 pub mod principal;
 pub mod sasl;
 pub mod tls;

@@ -111,6 +111,10 @@ impl Machine {
     }
 
     async fn start_with_clock(&self, extra: &[(&str, &str)], clock: Arc<dyn Clock>) -> Node {
+        self.start_config(config(NODE, extra), clock).await
+    }
+
+    async fn start_config(&self, config: BrokerConfig, clock: Arc<dyn Clock>) -> Node {
         if let Ok(filter) = std::env::var("KEEL_TEST_LOG") {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
@@ -126,7 +130,7 @@ impl Machine {
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Ready>();
         let network: Arc<dyn Network> = self.network.clone();
         let task = rt.spawn(runtime::run(
-            config(NODE, extra),
+            config,
             self.dyn_storage(),
             clock,
             network,
@@ -1479,5 +1483,143 @@ async fn expired_offsets_are_deleted_for_good() {
     assert_eq!(client.committed("old", "orders", 0).await, -1);
     assert_eq!(client.committed("new", "orders", 0).await, 7);
     assert_eq!(client.group_ids().await, vec!["new".to_string()]);
+    node.stop().await;
+}
+
+// Shows (issue 22): with an authorizer, CreateAcls and DeleteAcls sent to a broker need ALTER on
+// the cluster (a super user has it; `allow.everyone.if.no.acl.found` grants it while no ACL
+// names the cluster), reach the in-process controller, and are answered once the broker's own
+// image shows them; DescribeAcls (DESCRIBE on the cluster) answers from that image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acl_apis_go_through_the_broker_with_the_authorizers_checks() {
+    use keel_controller::acl::AuthorizerConfig;
+    use keel_wire::kafka_protocol::messages::create_acls_request::AclCreation;
+    use keel_wire::kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use keel_wire::kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+        DescribeAclsRequest, DescribeAclsResponse,
+    };
+    let s = |t: &str| StrBytes::from_string(t.to_string());
+    let creation = |name: &str, principal: &str, resource_type: i8, operation: i8| {
+        AclCreation::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
+            .with_resource_pattern_type(3)
+            .with_principal(s(principal))
+            .with_host(s("*"))
+            .with_operation(operation)
+            .with_permission_type(3)
+    };
+    let describe_all = DescribeAclsRequest::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1);
+    let machine = Machine::formatted();
+    let start = |authorizer: AuthorizerConfig| {
+        let mut c = config(NODE, &[]);
+        c.authorizer = Some(authorizer);
+        machine.start_config(c, Arc::new(SystemClock))
+    };
+
+    // Nobody may alter the cluster: no super user, no ACL, allow.everyone false.
+    let node = start(AuthorizerConfig::default()).await;
+    let mut client = machine.client(&node).await;
+    let create =
+        CreateAclsRequest::default().with_creations(vec![creation("orders", "User:alice", 2, 3)]);
+    let refused: CreateAclsResponse = client
+        .conn
+        .call_version(ApiKey::CreateAcls, 3, &create)
+        .await
+        .unwrap();
+    assert_eq!(refused.results[0].error_code, 31, "{refused:?}");
+    let refused: DescribeAclsResponse = client
+        .conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all)
+        .await
+        .unwrap();
+    assert_eq!(refused.error_code, 31);
+    node.stop().await;
+
+    // The plaintext client (User:ANONYMOUS) as a super user.
+    let admin = AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        allow_everyone_if_no_acl_found: false,
+    };
+    let node = start(admin).await;
+    let mut client = machine.client(&node).await;
+    let create = CreateAclsRequest::default().with_creations(vec![
+        creation("orders", "User:alice", 2, 3),
+        creation("kafka-cluster", "User:alice", 4, 7),
+        creation("not-the-cluster", "User:alice", 4, 7),
+    ]);
+    let created: CreateAclsResponse = client
+        .conn
+        .call_version(ApiKey::CreateAcls, 3, &create)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = created.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [0, 0, 42], "{created:?}");
+    // Answered once this broker's image has them: DescribeAcls at once shows both.
+    let described: DescribeAclsResponse = client
+        .conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all)
+        .await
+        .unwrap();
+    assert_eq!(described.resources.len(), 2, "{described:?}");
+    node.stop().await;
+
+    // allow.everyone.if.no.acl.found: the cluster now has an ACL (alice's ALTER), so ANONYMOUS,
+    // no longer a super user, is refused; the topic without ACLs of its own is open.
+    let open = AuthorizerConfig {
+        allow_everyone_if_no_acl_found: true,
+        ..Default::default()
+    };
+    let node = start(open).await;
+    let mut client = machine.client(&node).await;
+    let delete = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+        .with_resource_type_filter(1)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(1)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(1)
+        .with_permission_type(1)]);
+    let refused: DeleteAclsResponse = client
+        .conn
+        .call_version(ApiKey::DeleteAcls, 3, &delete)
+        .await
+        .unwrap();
+    assert_eq!(refused.filter_results[0].error_code, 31, "{refused:?}");
+    node.stop().await;
+
+    let node = start(AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        allow_everyone_if_no_acl_found: false,
+    })
+    .await;
+    let mut client = machine.client(&node).await;
+    let deleted: DeleteAclsResponse = client
+        .conn
+        .call_version(ApiKey::DeleteAcls, 3, &delete)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted.filter_results[0].matching_acls.len(),
+        2,
+        "{deleted:?}"
+    );
+    let left: DescribeAclsResponse = client
+        .conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all)
+        .await
+        .unwrap();
+    assert!(
+        left.resources.is_empty(),
+        "the broker's image has the deletion at once: {left:?}"
+    );
     node.stop().await;
 }

@@ -84,7 +84,10 @@ async fn start(dir: &Path, extra: &[(&str, &str)]) -> Running {
     for (k, v) in extra {
         props.insert(k.to_string(), v.to_string());
     }
-    let config = ControllerServerConfig::from_properties(&props).unwrap();
+    start_config(ControllerServerConfig::from_properties(&props).unwrap()).await
+}
+
+async fn start_config(config: ControllerServerConfig) -> Running {
     let shutdown = CancellationToken::new();
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(controller_server::run(
@@ -997,4 +1000,168 @@ async fn scram_credentials_on_the_controller_listener() {
         .count();
     assert_eq!(admins, 1, "the bootstrap records are written once");
     running.stop().await;
+}
+
+fn acl_creation(
+    name: &str,
+    pattern: i8,
+    principal: &str,
+) -> keel_wire::kafka_protocol::messages::create_acls_request::AclCreation {
+    keel_wire::kafka_protocol::messages::create_acls_request::AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(s(name))
+        .with_resource_pattern_type(pattern)
+        .with_principal(s(principal))
+        .with_host(s("*"))
+        .with_operation(3)
+        .with_permission_type(3)
+}
+
+fn describe_all_acls() -> keel_wire::kafka_protocol::messages::DescribeAclsRequest {
+    keel_wire::kafka_protocol::messages::DescribeAclsRequest::default()
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_resource_type_filter(1)
+        .with_pattern_type_filter(1)
+        .with_operation(1)
+        .with_permission_type(1)
+}
+
+// Shows (issue 22): with an authorizer configured the controller commits CreateAcls and
+// DeleteAcls as AccessControlEntry / RemoveAccessControlEntry records (a binding that exists
+// gets no second record, a bad one Kafka's INVALID_REQUEST), answers DescribeAcls from its
+// image, and replays the bindings after a restart; without an authorizer each API answers
+// SECURITY_DISABLED.
+#[tokio::test]
+async fn acls_on_the_controller_listener() {
+    use keel_wire::kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    use keel_wire::kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
+        DescribeAclsResponse,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    format(dir.path());
+    let props: BTreeMap<String, String> = [
+        ("node.id", "3000".to_string()),
+        ("process.roles", "controller".to_string()),
+        ("listeners", "CONTROLLER://127.0.0.1:0".to_string()),
+        ("metadata.log.dir", dir.path().display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let mut config = ControllerServerConfig::from_properties(&props).unwrap();
+    config.authorizer = Some(keel_controller::acl::AuthorizerConfig::default());
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    let create = CreateAclsRequest::default().with_creations(vec![
+        acl_creation("orders", 3, "User:alice"),
+        acl_creation("", 3, "User:alice"),
+        acl_creation("orders", 3, "User:alice"),
+        acl_creation("pay-", 4, "User:*"),
+        acl_creation("x", 2, "User:bob"),
+    ]);
+    let created: CreateAclsResponse = conn
+        .call_version(ApiKey::CreateAcls, 3, &create)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = created.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [0, 42, 0, 0, 42], "{created:?}");
+    assert_eq!(
+        created.results[1].error_message.as_deref(),
+        Some("Invalid empty resource name")
+    );
+    let described: DescribeAclsResponse = conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all_acls())
+        .await
+        .unwrap();
+    assert_eq!(described.error_code, 0);
+    let mut names: Vec<(String, i8, usize)> = described
+        .resources
+        .iter()
+        .map(|r| (r.resource_name.to_string(), r.pattern_type, r.acls.len()))
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [("orders".to_string(), 3, 1), ("pay-".to_string(), 4, 1)]
+    );
+    let (records, _) = fetch_records(&mut conn, 0).await;
+    let entries = records
+        .iter()
+        .filter(|(_, r)| matches!(r, Record::AccessControlEntry(_)))
+        .count();
+    assert_eq!(entries, 2, "one record per new binding");
+
+    // A restart replays them.
+    running.stop().await;
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    let again: DescribeAclsResponse = loop {
+        let answer: DescribeAclsResponse = conn
+            .call_version(ApiKey::DescribeAcls, 3, &describe_all_acls())
+            .await
+            .unwrap();
+        if answer.resources.len() == 2 {
+            break answer;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(again.resources.len(), 2);
+    let delete = DeleteAclsRequest::default().with_filters(vec![
+        DeleteAclsFilter::default()
+            .with_resource_type_filter(1)
+            .with_resource_name_filter(None)
+            .with_host_filter(None)
+            .with_pattern_type_filter(1)
+            .with_principal_filter(Some(s("User:alice")))
+            .with_operation(1)
+            .with_permission_type(1),
+        DeleteAclsFilter::default().with_resource_type_filter(0),
+    ]);
+    let deleted: DeleteAclsResponse = conn
+        .call_version(ApiKey::DeleteAcls, 3, &delete)
+        .await
+        .unwrap();
+    assert_eq!(deleted.filter_results[0].error_code, 0);
+    assert_eq!(deleted.filter_results[0].matching_acls.len(), 1);
+    assert_eq!(
+        deleted.filter_results[0].matching_acls[0]
+            .resource_name
+            .as_str(),
+        "orders"
+    );
+    assert_eq!(
+        deleted.filter_results[1].error_code, 42,
+        "an UNKNOWN resource type"
+    );
+    let (records, _) = fetch_records(&mut conn, 0).await;
+    assert!(records
+        .iter()
+        .any(|(_, r)| matches!(r, Record::RemoveAccessControlEntry(_))));
+    let left: DescribeAclsResponse = conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all_acls())
+        .await
+        .unwrap();
+    assert_eq!(left.resources.len(), 1);
+    running.stop().await;
+
+    // Without an authorizer: SECURITY_DISABLED, as Kafka's controller.
+    let plain = start(dir.path(), &[]).await;
+    let mut conn = connect(plain.addr).await;
+    let refused: CreateAclsResponse = conn
+        .call_version(ApiKey::CreateAcls, 3, &create)
+        .await
+        .unwrap();
+    assert!(
+        refused.results.iter().all(|r| r.error_code == 54),
+        "{refused:?}"
+    );
+    let refused: DescribeAclsResponse = conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all_acls())
+        .await
+        .unwrap();
+    assert_eq!(refused.error_code, 54);
+    plain.stop().await;
 }
