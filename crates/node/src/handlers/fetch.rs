@@ -58,10 +58,16 @@ enum Plan {
 /// `listener`, the one the request came in on.
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: FetchRequest,
     version: i16,
     listener: &str,
 ) -> FetchResponse {
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::Fetch,
+    );
     let fetcher = if version >= 15 && request.replica_state.replica_id.0 >= 0 {
         Fetcher::Follower {
             broker: request.replica_state.replica_id.0,
@@ -82,7 +88,7 @@ pub async fn handle(
     let min_bytes = usize::try_from(request.min_bytes).unwrap_or(0);
     let mut changes = broker.subscribe_data_changes();
     changes.borrow_and_update();
-    let plans = plan(broker, &request, version, fetcher);
+    let plans = plan(broker, &request, version, fetcher, &authz);
     let mut leaders = BTreeSet::new();
     loop {
         let round = read_round(broker, &request, &plans, fetcher, &mut leaders);
@@ -170,12 +176,27 @@ struct TopicPlan {
 
 /// Decides each partition once: unknown, not led here, fenced — or, for a follower, the
 /// replication core's answer (which must not be asked twice for one request).
-fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher) -> Vec<TopicPlan> {
+fn plan(
+    broker: &Broker,
+    request: &FetchRequest,
+    version: i16,
+    fetcher: Fetcher,
+    authz: &super::authz::Authz<'_>,
+) -> Vec<TopicPlan> {
+    use keel_controller::acl::AclOperation;
+    // Kafka: a follower's fetch needs CLUSTER_ACTION on the cluster (else every partition is
+    // TOPIC_AUTHORIZATION_FAILED); a consumer's needs READ on each topic.
+    let follower_allowed =
+        matches!(fetcher, Fetcher::Consumer) || authz.cluster(AclOperation::ClusterAction);
     request
         .topics
         .iter()
         .map(|topic| {
             let name = topic_name(broker, topic, version);
+            let readable = follower_allowed
+                && name.as_deref().is_none_or(|n| {
+                    !matches!(fetcher, Fetcher::Consumer) || authz.topic(AclOperation::Read, n)
+                });
             let partitions = topic
                 .partitions
                 .iter()
@@ -183,6 +204,12 @@ fn plan(broker: &Broker, request: &FetchRequest, version: i16, fetcher: Fetcher)
                     let Some(name) = &name else {
                         return fixed(error_data(p.partition, ResponseError::UnknownTopicId));
                     };
+                    if !readable {
+                        return fixed(error_data(
+                            p.partition,
+                            ResponseError::TopicAuthorizationFailed,
+                        ));
+                    }
                     let Some(partition) = broker.partition(name, p.partition) else {
                         return fixed(not_hosted(broker, name, p.partition));
                     };

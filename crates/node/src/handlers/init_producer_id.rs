@@ -16,7 +16,11 @@ use tracing::debug;
 
 use crate::broker::Broker;
 
-pub async fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub async fn handle(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let refused = |error: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(error.code())
@@ -25,6 +29,23 @@ pub async fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProd
     };
     if let Some(id) = &request.transactional_id {
         debug!(transactional_id = %id.0, "transactions are not supported");
+        return refused(ResponseError::ClusterAuthorizationFailed);
+    }
+    // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on at
+    // least one topic (Kafka's `authorizeByResourceType`).
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::InitProducerId,
+    );
+    use keel_controller::acl::{AclOperation, ResourceType};
+    let cluster = keel_controller::acl::CLUSTER_NAME;
+    if !authz.allows_quietly(
+        AclOperation::IdempotentWrite,
+        ResourceType::Cluster,
+        cluster,
+    ) && !authz.by_resource_type(AclOperation::Write, ResourceType::Topic)
+    {
         return refused(ResponseError::ClusterAuthorizationFailed);
     }
     match broker.new_producer_id().await {

@@ -86,9 +86,15 @@ enum Asker {
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::ListOffsets,
+    );
     let asker = match request.replica_id.0 {
         CONSUMER_REPLICA_ID => Asker::Consumer,
         DEBUGGING_REPLICA_ID => Asker::Debugging,
@@ -99,12 +105,19 @@ pub fn handle(
         .topics
         .into_iter()
         .map(|topic| {
+            // Kafka: DESCRIBE on the topic, before anything else is checked.
+            let described = authz.topic(
+                keel_controller::acl::AclOperation::Describe,
+                topic.name.as_str(),
+            );
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let key = (topic.name.0.to_string(), p.partition_index);
-                    let answer = if duplicates.contains(&key) {
+                    let answer = if !described {
+                        Err(ResponseError::TopicAuthorizationFailed)
+                    } else if duplicates.contains(&key) {
                         Err(ResponseError::InvalidRequest)
                     } else if p.timestamp < 0
                         && min_version_of(p.timestamp).is_none_or(|min| version < min)

@@ -17,6 +17,9 @@ use keel_wire::ResponseError;
 use tracing::info;
 use uuid::Uuid;
 
+use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+
+use super::authz::Authz;
 use super::str_bytes;
 use crate::broker::{Broker, TopicView};
 
@@ -33,10 +36,15 @@ const AUTO_CREATE_TIMEOUT_MS: i32 = 30_000;
 /// request came in on (Kafka: `metadataCache.getAliveBrokerNodes(request.context.listenerName)`).
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: MetadataRequest,
     version: i16,
     listener: &str,
 ) -> MetadataResponse {
+    let authz = Authz::new(broker, session, ApiKey::Metadata);
+    let include_topic_operations = version >= 8 && request.include_topic_authorized_operations;
+    let include_cluster_operations =
+        (8..=10).contains(&version) && request.include_cluster_authorized_operations;
     // v0: an empty list means all topics; v1+: null means all topics.
     let wanted = match request.topics {
         None => None,
@@ -47,24 +55,56 @@ pub async fn handle(
     let allow_auto_create = broker.config.auto_create_topics_enable
         && (version < 4 || request.allow_auto_topic_creation);
 
-    let topics = match wanted {
-        None => broker.topics().iter().map(topic_entry).collect(),
+    let mut topics: Vec<MetadataResponseTopic> = match wanted {
+        // Every topic the principal may describe; the others are left out silently.
+        None => broker
+            .topics()
+            .iter()
+            .filter(|t| authz.allows_quietly(AclOperation::Describe, ResourceType::Topic, &t.name))
+            .map(topic_entry)
+            .collect(),
         Some(list) => {
             let mut entries = Vec::new();
             for requested in list {
                 entries.push(match requested.name {
-                    Some(name) => by_name(broker, &name, allow_auto_create).await,
+                    // Kafka does not say whether a topic the principal may not describe exists.
+                    Some(name) if !authz.topic(AclOperation::Describe, name.as_str()) => {
+                        error_entry(
+                            Some(name),
+                            Uuid::nil(),
+                            ResponseError::TopicAuthorizationFailed,
+                        )
+                    }
+                    Some(name) => by_name(broker, &authz, &name, allow_auto_create).await,
                     // Topic ids in Metadata requests are served from v12 on, as Kafka does.
                     None if version < 12 => error_entry(
                         Some(TopicName(str_bytes(""))),
                         requested.topic_id,
                         ResponseError::InvalidRequest,
                     ),
-                    None => by_id(broker, requested.topic_id),
+                    None => by_id(broker, &authz, requested.topic_id),
                 });
             }
             entries
         }
+    };
+    if include_topic_operations {
+        for t in topics
+            .iter_mut()
+            .filter(|t| t.error_code != ResponseError::TopicAuthorizationFailed.code())
+        {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations =
+                    authz.authorized_operations(ResourceType::Topic, name.as_str());
+            }
+        }
+    }
+    let cluster_operations = if !include_cluster_operations {
+        AUTHORIZED_OPERATIONS_OMITTED
+    } else if authz.cluster(AclOperation::Describe) {
+        authz.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
     };
     MetadataResponse::default()
         .with_brokers(brokers(broker, listener))
@@ -73,7 +113,7 @@ pub async fn handle(
         // controller-bound requests there, and brokers forward them.
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_topics(topics)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(cluster_operations)
 }
 
 /// The brokers clients may connect to: registered and not fenced (this broker always).
@@ -93,6 +133,7 @@ fn brokers(broker: &Broker, listener: &str) -> Vec<MetadataResponseBroker> {
 
 async fn by_name(
     broker: &Arc<Broker>,
+    authz: &Authz<'_>,
     name: &TopicName,
     allow_auto_create: bool,
 ) -> MetadataResponseTopic {
@@ -107,6 +148,17 @@ async fn by_name(
             Some(name.clone()),
             Uuid::nil(),
             ResponseError::UnknownTopicOrPartition,
+        );
+    }
+    // Auto-creation needs CREATE on the cluster or on the topic (Kafka checks the cluster
+    // quietly first).
+    if !authz.allows_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME)
+        && !authz.topic(AclOperation::Create, name.as_str())
+    {
+        return error_entry(
+            Some(name.clone()),
+            Uuid::nil(),
+            ResponseError::TopicAuthorizationFailed,
         );
     }
     let request = CreateTopicsRequest::default()
@@ -147,8 +199,12 @@ async fn by_name(
     error_entry(Some(name.clone()), Uuid::nil(), error)
 }
 
-fn by_id(broker: &Arc<Broker>, id: Uuid) -> MetadataResponseTopic {
+fn by_id(broker: &Arc<Broker>, authz: &Authz<'_>, id: Uuid) -> MetadataResponseTopic {
     match broker.topic_by_id(id) {
+        // Topic ids are not secret: the id is answered, the name is not.
+        Some(topic) if !authz.topic(AclOperation::Describe, &topic.name) => {
+            error_entry(None, id, ResponseError::TopicAuthorizationFailed)
+        }
         Some(topic) => topic_entry(&topic),
         None => error_entry(None, id, ResponseError::UnknownTopicId),
     }

@@ -3,6 +3,7 @@
 
 pub(crate) mod acls;
 mod api_versions;
+mod authz;
 mod client_quotas;
 mod configs;
 mod create_partitions;
@@ -57,15 +58,17 @@ pub async fn dispatch(
     };
     let bytes = match request.body {
         Request::ApiVersions(_) => encode(&api_versions::handle())?,
-        Request::Metadata(r) => encode(&metadata::handle(broker, r, version, listener).await)?,
-        Request::Produce(r) => match produce::handle(broker, r, version, listener).await {
+        Request::Metadata(r) => {
+            encode(&metadata::handle(broker, session, r, version, listener).await)?
+        }
+        Request::Produce(r) => match produce::handle(broker, session, r, version, listener).await {
             produce::ProduceOutcome::Respond(body) => encode(&body)?,
             produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
             produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
         },
         Request::Fetch(r) => {
             // Record sets leave as their own parts, uncopied (vectored write).
-            let body = fetch::handle(broker, r, version, listener).await;
+            let body = fetch::handle(broker, session, r, version, listener).await;
             broker.refusals.note(key, client, peer, &body);
             return Ok(Reply::SendParts(response::encode_fetch(
                 version,
@@ -73,8 +76,10 @@ pub async fn dispatch(
                 body,
             )?));
         }
-        Request::ListOffsets(r) => encode(&list_offsets::handle(broker, r, version))?,
-        Request::OffsetForLeaderEpoch(r) => encode(&offset_for_leader_epoch::handle(broker, r))?,
+        Request::ListOffsets(r) => encode(&list_offsets::handle(broker, session, r, version))?,
+        Request::OffsetForLeaderEpoch(r) => {
+            encode(&offset_for_leader_epoch::handle(broker, session, r))?
+        }
         Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version).await)?,
         Request::DeleteTopics(r) => encode(&delete_topics::handle(broker, r, version).await)?,
         Request::DeleteRecords(r) => encode(&delete_records::handle(broker, r).await)?,
@@ -97,7 +102,7 @@ pub async fn dispatch(
         Request::DescribeAcls(r) => encode(&acls::describe(broker, session, r))?,
         Request::CreateAcls(r) => encode(&acls::create(broker, session, r, version).await)?,
         Request::DeleteAcls(r) => encode(&acls::delete(broker, session, r, version).await)?,
-        Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, r).await)?,
+        Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, session, r).await)?,
         Request::FindCoordinator(r) => {
             encode(&find_coordinator::handle(broker, r, version, listener).await)?
         }

@@ -17,17 +17,38 @@ use crate::broker::Broker;
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
+    use keel_controller::acl::AclOperation;
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::OffsetForLeaderEpoch,
+    );
+    // Kafka: a replica (replica_id other than -1) needs CLUSTER_ACTION on the cluster, refused for the
+    // whole request; a consumer needs DESCRIBE on each topic.
+    let replica = request.replica_id.0 != -1;
+    let cluster_refused = replica && !authz.cluster(AclOperation::ClusterAction);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let refused = if cluster_refused {
+                Some(ResponseError::ClusterAuthorizationFailed)
+            } else if !replica && !authz.topic(AclOperation::Describe, &topic.topic) {
+                Some(ResponseError::TopicAuthorizationFailed)
+            } else {
+                None
+            };
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|p| {
                     let result = EpochEndOffset::default().with_partition(p.partition);
+                    if let Some(error) = refused {
+                        return undefined(result.with_error_code(error.code()));
+                    }
                     let Some(partition) = broker.partition(&topic.topic, p.partition) else {
                         let error =
                             super::missing_partition_error(broker, &topic.topic, p.partition);

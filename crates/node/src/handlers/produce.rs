@@ -93,10 +93,16 @@ impl From<ApiError> for Failure {
 /// the one the request came in on.
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: ProduceRequest,
     version: i16,
     listener: &str,
 ) -> ProduceOutcome {
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::Produce,
+    );
     let acks = match request.acks {
         -1 => Some(Acks::All),
         0 => Some(Acks::None),
@@ -117,6 +123,10 @@ pub async fn handle(
         } else {
             Some(topic.name.to_string())
         };
+        // Kafka's `filterByAuthorized(WRITE, TOPIC)`: once per topic.
+        let writable = name
+            .as_deref()
+            .is_none_or(|n| authz.topic(keel_controller::acl::AclOperation::Write, n));
         let mut partitions = Vec::new();
         for data in topic.partition_data {
             let pending = match acks {
@@ -135,6 +145,11 @@ pub async fn handle(
                     )
                     .into()))
                 }
+                Some(_) if !writable => Pending::Done(Err(ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                )
+                .into())),
                 Some(acks) => {
                     append(
                         broker,

@@ -1623,3 +1623,262 @@ async fn acl_apis_go_through_the_broker_with_the_authorizers_checks() {
     );
     node.stop().await;
 }
+
+// Shows (issue 22): with an authorizer, the data path is decided by ACLs as Kafka decides it —
+// Metadata for all topics lists only the topics the principal may DESCRIBE, a named topic it
+// may not describe is TOPIC_AUTHORIZATION_FAILED whether or not it exists (and is not
+// auto-created); Produce needs WRITE, Fetch READ, ListOffsets DESCRIBE (each refused per
+// partition with TOPIC_AUTHORIZATION_FAILED); a follower's Fetch needs CLUSTER_ACTION;
+// InitProducerId for an idempotent producer passes with WRITE on one topic (KIP-679) and is
+// CLUSTER_AUTHORIZATION_FAILED without; KIP-430's operations are filled in when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_path_is_authorized_by_acls() {
+    use keel_controller::acl::AuthorizerConfig;
+    use keel_wire::kafka_protocol::messages::create_acls_request::AclCreation;
+    use keel_wire::kafka_protocol::messages::list_offsets_request::{
+        ListOffsetsPartition, ListOffsetsTopic,
+    };
+    use keel_wire::kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, InitProducerIdRequest, InitProducerIdResponse,
+        ListOffsetsRequest, ListOffsetsResponse, MetadataResponse,
+    };
+    const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    let s = |t: &str| StrBytes::from_string(t.to_string());
+    let machine = Machine::formatted();
+    let start = |authorizer: AuthorizerConfig| {
+        let mut c = config(NODE, &[]);
+        c.authorizer = Some(authorizer);
+        machine.start_config(c, Arc::new(SystemClock))
+    };
+    let root = AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        allow_everyone_if_no_acl_found: false,
+    };
+    let node = start(root).await;
+    let mut client = machine.client(&node).await;
+    client.create_topic("mine", 1, &[]).await;
+    client.create_topic("theirs", 1, &[]).await;
+    client.produce("mine", 0, -1, &values("m", 0..3)).await;
+    client.produce("theirs", 0, -1, &values("t", 0..3)).await;
+    let allow = |operation: i8| {
+        AclCreation::default()
+            .with_resource_type(2)
+            .with_resource_name(s("mine"))
+            .with_resource_pattern_type(3)
+            .with_principal(s("User:ANONYMOUS"))
+            .with_host(s("*"))
+            .with_operation(operation)
+            .with_permission_type(3)
+    };
+    let created: CreateAclsResponse = client
+        .conn
+        .call_version(
+            ApiKey::CreateAcls,
+            3,
+            &CreateAclsRequest::default().with_creations(vec![allow(3), allow(4)]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        created.results.iter().all(|r| r.error_code == 0),
+        "{created:?}"
+    );
+    node.stop().await;
+
+    // No longer a super user: READ and WRITE on "mine" only.
+    let node = start(AuthorizerConfig::default()).await;
+    let mut client = machine.client(&node).await;
+    let all: MetadataResponse = client
+        .conn
+        .call_version(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default()
+                .with_topics(None)
+                .with_include_topic_authorized_operations(true),
+        )
+        .await
+        .unwrap();
+    let listed: Vec<(String, i32)> = all
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.as_ref().unwrap().to_string(),
+                t.topic_authorized_operations,
+            )
+        })
+        .collect();
+    // READ (3), WRITE (4) and DESCRIBE (8), which they imply.
+    assert_eq!(
+        listed,
+        [("mine".to_string(), (1 << 3) | (1 << 4) | (1 << 8))]
+    );
+    let named: MetadataResponse = client
+        .conn
+        .call_version(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default()
+                .with_allow_auto_topic_creation(true)
+                .with_topics(Some(
+                    ["theirs", "nowhere", "mine"]
+                        .iter()
+                        .map(|t| MetadataRequestTopic::default().with_name(Some(name(t))))
+                        .collect(),
+                )),
+        )
+        .await
+        .unwrap();
+    let codes: Vec<i16> = named.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        [TOPIC_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, 0]
+    );
+    assert!(
+        named.topics[0].topic_id.is_nil(),
+        "no id for a topic it may not describe"
+    );
+    assert_eq!(
+        client.metadata("nowhere").await.0,
+        TOPIC_AUTHORIZATION_FAILED,
+        "not auto-created"
+    );
+
+    client.produce("mine", 0, -1, &values("m", 3..4)).await;
+    let refused: ProduceResponse = client
+        .conn
+        .call_version(
+            ApiKey::Produce,
+            9,
+            &ProduceRequest::default()
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(name("theirs"))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch_of(&values("x", 0..1))))])]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        refused.responses[0].partition_responses[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(client.read_all("mine", 0).await.records.len(), 4);
+
+    let fetch = |topic: &str, replica_id: i32| {
+        FetchRequest::default()
+            .with_replica_id(replica_id.into())
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name(topic))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(-1)
+                    .with_last_fetched_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(1 << 20)])])
+    };
+    let theirs: FetchResponse = client
+        .conn
+        .call_version(ApiKey::Fetch, 12, &fetch("theirs", -1))
+        .await
+        .unwrap();
+    assert_eq!(
+        theirs.responses[0].partitions[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert!(theirs.responses[0].partitions[0]
+        .records
+        .as_ref()
+        .is_none_or(|r| r.is_empty()));
+    let follower: FetchResponse = client
+        .conn
+        .call_version(ApiKey::Fetch, 12, &fetch("mine", 7))
+        .await
+        .unwrap();
+    assert_eq!(
+        follower.responses[0].partitions[0].error_code, TOPIC_AUTHORIZATION_FAILED,
+        "a follower's fetch needs CLUSTER_ACTION"
+    );
+
+    let list = |topic: &str| {
+        ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(name(topic))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(-1)])])
+    };
+    let offsets: ListOffsetsResponse = client
+        .conn
+        .call_version(ApiKey::ListOffsets, 7, &list("theirs"))
+        .await
+        .unwrap();
+    assert_eq!(
+        offsets.topics[0].partitions[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    let offsets: ListOffsetsResponse = client
+        .conn
+        .call_version(ApiKey::ListOffsets, 7, &list("mine"))
+        .await
+        .unwrap();
+    assert_eq!(offsets.topics[0].partitions[0].offset, 4);
+
+    let init = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(60_000);
+    let idempotent: InitProducerIdResponse = client
+        .conn
+        .call_version(ApiKey::InitProducerId, 4, &init)
+        .await
+        .unwrap();
+    assert_eq!(
+        idempotent.error_code, 0,
+        "WRITE on one topic is enough (KIP-679)"
+    );
+    node.stop().await;
+
+    // A DENY of WRITE on every topic shadows the ALLOW: no WRITE anywhere, no producer id.
+    let deny = AclCreation::default()
+        .with_resource_type(2)
+        .with_resource_name(s("*"))
+        .with_resource_pattern_type(3)
+        .with_principal(s("User:ANONYMOUS"))
+        .with_host(s("*"))
+        .with_operation(4)
+        .with_permission_type(2);
+    let node = start(AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        ..Default::default()
+    })
+    .await;
+    let mut admin = machine.client(&node).await;
+    let created: CreateAclsResponse = admin
+        .conn
+        .call_version(
+            ApiKey::CreateAcls,
+            3,
+            &CreateAclsRequest::default().with_creations(vec![deny]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.results[0].error_code, 0);
+    node.stop().await;
+    let node = start(AuthorizerConfig::default()).await;
+    let mut client = machine.client(&node).await;
+    let refused: InitProducerIdResponse = client
+        .conn
+        .call_version(ApiKey::InitProducerId, 4, &init)
+        .await
+        .unwrap();
+    assert_eq!(refused.error_code, 31, "CLUSTER_AUTHORIZATION_FAILED");
+    node.stop().await;
+}
