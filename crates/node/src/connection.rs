@@ -91,10 +91,16 @@ impl Session {
         &self,
         api: keel_wire::kafka_protocol::messages::ApiKey,
     ) -> crate::security::authorizer::RequestContext {
+        self.rpc_context(api as i16, &format!("{api:?}"))
+    }
+
+    /// [`Session::request_context`] for an API `kafka-protocol` does not know (Keel's own RPCs).
+    pub fn rpc_context(&self, key: i16, name: &str) -> crate::security::authorizer::RequestContext {
         crate::security::authorizer::RequestContext {
             principal: self.principal.to_string(),
             host: crate::security::authorizer::host_of(&self.peer),
-            api,
+            api_key: key,
+            api: name.to_string(),
         }
     }
 

@@ -27,7 +27,7 @@ impl RequestHandler for BrokerHandler {
         if keel_wire::keel_rpc::peek_api_key(&frame)
             == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)
         {
-            return handlers::replica_log_info::handle(&self.0, frame);
+            return handlers::replica_log_info::handle(&self.0, session, frame);
         }
         match request::decode(frame) {
             Ok(decoded) => match handlers::dispatch(&self.0, decoded, session).await {

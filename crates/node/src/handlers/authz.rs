@@ -28,6 +28,15 @@ impl<'a> Authz<'a> {
         }
     }
 
+    /// The view of a request of one of Keel's own RPCs (key `key`, named `name`).
+    pub fn for_rpc(broker: &'a Broker, session: &Session, key: i16, name: &str) -> Authz<'a> {
+        Authz {
+            checks: broker
+                .authorizer()
+                .map(|a| (a, broker.image(), session.rpc_context(key, name))),
+        }
+    }
+
     /// May the session do `operation` on the resource? A denial is logged and counted.
     pub fn allows(&self, operation: AclOperation, resource_type: ResourceType, name: &str) -> bool {
         self.checks.as_ref().is_none_or(|(a, image, context)| {

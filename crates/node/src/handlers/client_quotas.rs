@@ -74,8 +74,31 @@ fn check(request: &DescribeClientQuotasRequest) -> Result<(), (ResponseError, St
 }
 
 /// DescribeClientQuotas: no entries for a valid filter, Kafka's error for an invalid one.
-pub fn describe(request: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
-    match check(&request) {
+pub fn describe(
+    broker: &crate::broker::Broker,
+    session: &crate::connection::Session,
+    request: DescribeClientQuotasRequest,
+) -> DescribeClientQuotasResponse {
+    // Kafka: DESCRIBE_CONFIGS on the cluster.
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeClientQuotas,
+    );
+    if !authz.cluster(keel_controller::acl::AclOperation::DescribeConfigs) {
+        return DescribeClientQuotasResponse::default()
+            .with_error_code(keel_wire::ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(
+                "Cluster authorization failed.",
+            )))
+            .with_entries(None);
+    }
+    describe_allowed(&request)
+}
+
+/// DescribeClientQuotas for a session allowed to ask.
+fn describe_allowed(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
+    match check(request) {
         Ok(()) => DescribeClientQuotasResponse::default()
             .with_error_code(0)
             .with_error_message(None)
@@ -101,7 +124,8 @@ mod tests {
     }
 
     fn answer(components: Vec<ComponentData>) -> (i16, Option<String>, Option<usize>) {
-        let r = describe(DescribeClientQuotasRequest::default().with_components(components));
+        let r =
+            describe_allowed(&DescribeClientQuotasRequest::default().with_components(components));
         (
             r.error_code,
             r.error_message.map(|m| m.to_string()),

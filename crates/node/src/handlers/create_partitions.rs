@@ -15,12 +15,41 @@ const METADATA_WAIT_MS: u64 = 5_000;
 
 pub async fn handle(
     broker: &Arc<Broker>,
-    request: CreatePartitionsRequest,
+    session: &crate::connection::Session,
+    mut request: CreatePartitionsRequest,
+    version: i16,
+) -> CreatePartitionsResponse {
+    // Kafka: ALTER on each topic; the refused ones are answered here, the rest forwarded.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::CreatePartitions);
+    let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+        .into_iter()
+        .partition(|t| authz.topic(keel_controller::acl::AclOperation::Alter, t.name.as_str()));
+    let refused: Vec<CreatePartitionsTopicResult> = refused
+        .into_iter()
+        .map(|t| {
+            CreatePartitionsTopicResult::default()
+                .with_name(t.name)
+                .with_error_code(keel_wire::ResponseError::TopicAuthorizationFailed.code())
+                .with_error_message(None)
+        })
+        .collect();
+    if allowed.is_empty() && !refused.is_empty() {
+        return CreatePartitionsResponse::default().with_results(refused);
+    }
+    request.topics = allowed;
+    let mut response = forward(broker, &request, version).await;
+    response.results.extend(refused);
+    response
+}
+
+async fn forward(
+    broker: &Arc<Broker>,
+    request: &CreatePartitionsRequest,
     version: i16,
 ) -> CreatePartitionsResponse {
     let response: CreatePartitionsResponse = match broker
         .controller()
-        .forward(ApiKey::CreatePartitions, version, &request)
+        .forward(ApiKey::CreatePartitions, version, request)
         .await
     {
         Ok(response) => response,

@@ -25,13 +25,28 @@ const METADATA_WAIT_MS: u64 = 5_000;
 
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     mut request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    // Keel's config checks first; a topic that fails them is answered here, not forwarded.
+    use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+    // Kafka: CREATE on the cluster (asked quietly) or on each topic.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::CreateTopics);
+    let cluster_create =
+        authz.allows_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME);
+    // Authorization, then Keel's config checks; a topic that fails them is answered here, not
+    // forwarded.
     let mut refused = BTreeMap::new();
     let image = broker.image();
     for topic in &request.topics {
+        if !cluster_create && !authz.topic(AclOperation::Create, topic.name.as_str()) {
+            let e = ApiError::new(
+                keel_wire::ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.",
+            );
+            refused.insert(topic.name.to_string(), e);
+            continue;
+        }
         let mut configs = BTreeMap::new();
         for config in &topic.configs {
             if let Some(value) = &config.value {
@@ -90,7 +105,17 @@ pub async fn handle(
         .topics
         .into_iter()
         .map(|mut t| {
-            if t.error_code == 0 && version >= 5 {
+            // The configs of the answer need DESCRIBE_CONFIGS on the topic (asked quietly).
+            let described = authz.allows_quietly(
+                AclOperation::DescribeConfigs,
+                ResourceType::Topic,
+                t.name.as_str(),
+            );
+            if t.error_code == 0 && version >= 5 && !described {
+                t.topic_config_error_code =
+                    keel_wire::ResponseError::TopicAuthorizationFailed.code();
+                t.configs = None;
+            } else if t.error_code == 0 && version >= 5 {
                 let configs = image
                     .topic(TopicId(t.topic_id))
                     .map(|topic| topic.configs.clone())

@@ -49,7 +49,16 @@ enum Pending {
     Waiting(PendingDelete),
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DeleteRecords,
+    );
     let timeout_ms = u64::try_from(request.timeout_ms)
         .unwrap_or(0)
         .min(DELETE_RECORDS_TIMEOUT_MS_MAX);
@@ -72,15 +81,31 @@ pub async fn handle(broker: &Arc<Broker>, request: DeleteRecordsRequest) -> Dele
             }
         }
     }
+    // Kafka: DELETE on the topic, before anything else is looked at.
+    let deletable: BTreeMap<&String, bool> = partitions_of
+        .keys()
+        .map(|t| {
+            (
+                t,
+                authz.topic(keel_controller::acl::AclOperation::Delete, t),
+            )
+        })
+        .collect();
+    let mut refused: BTreeMap<(String, i32), (i16, i64)> = BTreeMap::new();
     let mut pending: BTreeMap<(String, i32), Pending> = BTreeMap::new();
     for ((topic, index), offset) in &asked {
+        if !deletable[topic] {
+            let code = ResponseError::TopicAuthorizationFailed.code();
+            refused.insert((topic.clone(), *index), (code, INVALID_LOW_WATERMARK));
+            continue;
+        }
         let started = broker
             .start_delete_records(topic, *index, *offset, timeout_ms)
             .map_or_else(Pending::Refused, Pending::Waiting);
         pending.insert((topic.clone(), *index), started);
     }
     // (error code, low watermark) per partition.
-    let mut results: BTreeMap<(String, i32), (i16, i64)> = BTreeMap::new();
+    let mut results: BTreeMap<(String, i32), (i16, i64)> = refused;
     for (key, outcome) in pending {
         let result = match outcome {
             Pending::Refused(e) => (e.code(), INVALID_LOW_WATERMARK),

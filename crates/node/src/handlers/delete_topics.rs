@@ -17,6 +17,71 @@ const METADATA_WAIT_MS: u64 = 5_000;
 
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    mut request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    // Kafka's controller: DESCRIBE, then DELETE, on each topic (a topic named by an unknown id
+    // is left to the controller's UNKNOWN_TOPIC_ID). The refused are answered here.
+    let refused = authorize(broker, session, &mut request);
+    if request.topics.is_empty() && request.topic_names.is_empty() && !refused.is_empty() {
+        return DeleteTopicsResponse::default().with_responses(refused);
+    }
+    let mut response = delete(broker, request, version).await;
+    response.responses.extend(refused);
+    response
+}
+
+/// Takes the topics the session may not delete out of `request`, answered with
+/// TOPIC_AUTHORIZATION_FAILED.
+fn authorize(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    request: &mut DeleteTopicsRequest,
+) -> Vec<DeletableTopicResult> {
+    use keel_controller::acl::AclOperation;
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DeleteTopics);
+    let image = broker.image();
+    let may_delete = |name: &str| {
+        authz.topic(AclOperation::Describe, name) && authz.topic(AclOperation::Delete, name)
+    };
+    let code = ResponseError::TopicAuthorizationFailed.code();
+    let mut refused = Vec::new();
+    request.topic_names.retain(|n| {
+        let ok = may_delete(n.as_str());
+        if !ok {
+            refused.push(
+                DeletableTopicResult::default()
+                    .with_name(Some(n.clone()))
+                    .with_error_code(code),
+            );
+        }
+        ok
+    });
+    request.topics.retain(|t| {
+        let name = match &t.name {
+            Some(n) => Some(n.to_string()),
+            None => image
+                .topic(TopicId(t.topic_id))
+                .map(|topic| topic.name.clone()),
+        };
+        let ok = name.as_deref().is_none_or(&may_delete);
+        if !ok {
+            // A topic named by id: its name is not disclosed.
+            refused.push(
+                DeletableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(code),
+            );
+        }
+        ok
+    });
+    refused
+}
+
+async fn delete(
+    broker: &Arc<Broker>,
     request: DeleteTopicsRequest,
     version: i16,
 ) -> DeleteTopicsResponse {

@@ -33,6 +33,7 @@ const ENDPOINT_ERRORS_MIN_VERSION: i16 = 1;
 /// came in on (as Metadata does).
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: DescribeClusterRequest,
     version: i16,
     listener: &str,
@@ -82,5 +83,28 @@ pub fn handle(
         .with_cluster_id(str_bytes(broker.cluster_id.clone()))
         .with_controller_id(BrokerId(broker.config.node_id))
         .with_brokers(brokers)
-        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+        .with_cluster_authorized_operations(cluster_operations(broker, session, &request))
+}
+
+/// KIP-430: when asked, the cluster operations the session may do — 0 without DESCRIBE on the
+/// cluster (Kafka's `handleDescribeCluster`).
+fn cluster_operations(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    request: &DescribeClusterRequest,
+) -> i32 {
+    use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+    if !request.include_cluster_authorized_operations {
+        return AUTHORIZED_OPERATIONS_OMITTED;
+    }
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeCluster,
+    );
+    if authz.cluster(AclOperation::Describe) {
+        authz.authorized_operations(ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
+    }
 }

@@ -23,7 +23,21 @@ use crate::broker::Broker;
 use crate::partition::Partition;
 
 /// Answers DescribeLogDirs.
-pub fn handle(broker: &Broker, request: DescribeLogDirsRequest) -> DescribeLogDirsResponse {
+pub fn handle(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    request: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    // Kafka: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED and no directories.
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeLogDirs,
+    );
+    if !authz.cluster(keel_controller::acl::AclOperation::Describe) {
+        return DescribeLogDirsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     // What was asked, by topic name: `None` = everything.
     let wanted: Option<BTreeMap<String, BTreeSet<i32>>> = request.topics.map(|topics| {
         let mut wanted: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();

@@ -32,21 +32,37 @@ const NO_SEQUENCE: i32 = -1;
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeProducers,
+    );
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
-            let topic_error = validate_topic_name(&name).err().or_else(|| {
-                broker.topic(&name).is_none().then(|| {
-                    ApiError::new(
-                        ResponseError::UnknownTopicOrPartition,
-                        format!("topic {name} does not exist"),
-                    )
-                })
+            // Kafka: READ on the topic, before its existence is looked at.
+            let readable = authz.topic(keel_controller::acl::AclOperation::Read, &name);
+            let refused = (!readable).then(|| {
+                ApiError::new(
+                    ResponseError::TopicAuthorizationFailed,
+                    "Topic authorization failed.",
+                )
             });
+            let topic_error = refused
+                .or_else(|| validate_topic_name(&name).err())
+                .or_else(|| {
+                    broker.topic(&name).is_none().then(|| {
+                        ApiError::new(
+                            ResponseError::UnknownTopicOrPartition,
+                            format!("topic {name} does not exist"),
+                        )
+                    })
+                });
             let partitions = topic
                 .partition_indexes
                 .iter()

@@ -43,15 +43,40 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: DescribeTopicPartitionsRequest,
 ) -> DescribeTopicPartitionsResponse {
-    describe(&broker.image(), &request)
+    use keel_controller::acl::{AclOperation, ResourceType};
+    // Kafka: DESCRIBE on each topic; a listing of all topics leaves the others out quietly.
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeTopicPartitions,
+    );
+    let may_describe = |name: &str, named: bool| {
+        if named {
+            authz.topic(AclOperation::Describe, name)
+        } else {
+            authz.allows_quietly(AclOperation::Describe, ResourceType::Topic, name)
+        }
+    };
+    describe_authorized(&broker.image(), &request, &may_describe)
 }
 
-/// The answer for `request` from `image` (a pure function of the two).
+/// The answer for `request` from `image` (a pure function of the two), every topic visible.
 pub fn describe(
     image: &ClusterImage,
     request: &DescribeTopicPartitionsRequest,
+) -> DescribeTopicPartitionsResponse {
+    describe_authorized(image, request, &|_, _| true)
+}
+
+/// The answer for `request` from `image` where `may_describe(topic, named)` says which topics
+/// the asker may see (`named`: the request named it, so a refusal is answered and logged).
+pub fn describe_authorized(
+    image: &ClusterImage,
+    request: &DescribeTopicPartitionsRequest,
+    may_describe: &dyn Fn(&str, bool) -> bool,
 ) -> DescribeTopicPartitionsResponse {
     let requested: Vec<String> = request.topics.iter().map(|t| t.name.to_string()).collect();
     let all = requested.is_empty();
@@ -66,7 +91,12 @@ pub fn describe(
         .as_ref()
         .map(|c| (c.topic_name.to_string(), c.partition_index));
     let mut names: Vec<String> = if all {
-        image.topics().values().map(|t| t.name.clone()).collect()
+        image
+            .topics()
+            .values()
+            .map(|t| t.name.clone())
+            .filter(|n| may_describe(n, false))
+            .collect()
     } else {
         requested
     };
@@ -85,6 +115,12 @@ pub fn describe(
         if remaining == 0 {
             response.next_cursor = Some(Cursor::default().with_topic_name(topic_name(&name)));
             break;
+        }
+        if !all && !may_describe(&name, true) {
+            response
+                .topics
+                .push(topic_error(&name, ResponseError::TopicAuthorizationFailed));
+            continue;
         }
         let Some(id) = image.topic_id(&name) else {
             if !all {

@@ -20,9 +20,16 @@ const METADATA_WAIT_MS: u64 = 5_000;
 
 pub async fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: ElectLeadersRequest,
     version: i16,
 ) -> ElectLeadersResponse {
+    // Kafka: ALTER on the cluster (also Keel's election of a named broker, `keel elect --leader`).
+    let authz = super::authz::Authz::new(broker, session, ApiKey::ElectLeaders);
+    if !authz.cluster(keel_controller::acl::AclOperation::Alter) {
+        let code = keel_wire::ResponseError::ClusterAuthorizationFailed.code();
+        return failed(&request, version, code, None);
+    }
     // Leader epochs before the election: the answer waits until elected partitions moved on.
     let before = broker.image();
     // Forwarded at v1 or later, whose top-level error code says NOT_CONTROLLER even for a
@@ -36,30 +43,7 @@ pub async fn handle(
         Ok(response) => response,
         Err(e) => {
             let e = super::controller_unavailable(e);
-            let results = request
-                .topic_partitions
-                .unwrap_or_default()
-                .into_iter()
-                .map(|t| {
-                    ReplicaElectionResult::default()
-                        .with_topic(t.topic)
-                        .with_partition_result(
-                            t.partitions
-                                .into_iter()
-                                .map(|p| {
-                                    PartitionResult::default()
-                                        .with_partition_id(p)
-                                        .with_error_code(e.code())
-                                        .with_error_message(e.message_str())
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            return ElectLeadersResponse::default()
-                // v0 has no top-level error code (the per-partition codes carry it).
-                .with_error_code(if version >= 1 { e.code() } else { 0 })
-                .with_replica_election_results(results);
+            return failed(&request, version, e.code(), e.message_str());
         }
     };
     // Elected (no error, not a recovery that has only started): wait until this broker sees the
@@ -94,4 +78,37 @@ pub async fn handle(
             .await;
     }
     response
+}
+
+/// Every partition of `request` answered with `code` (and the top-level code from v1 on; v0 has
+/// none: the per-partition codes carry it).
+fn failed(
+    request: &ElectLeadersRequest,
+    version: i16,
+    code: i16,
+    message: Option<keel_wire::kafka_protocol::protocol::StrBytes>,
+) -> ElectLeadersResponse {
+    let results = request
+        .topic_partitions
+        .iter()
+        .flatten()
+        .map(|t| {
+            ReplicaElectionResult::default()
+                .with_topic(t.topic.clone())
+                .with_partition_result(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            PartitionResult::default()
+                                .with_partition_id(*p)
+                                .with_error_code(code)
+                                .with_error_message(message.clone())
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    ElectLeadersResponse::default()
+        .with_error_code(if version >= 1 { code } else { 0 })
+        .with_replica_election_results(results)
 }

@@ -53,10 +53,17 @@ const CREATE_WAIT_MS: u64 = 5_000;
 /// request came in on.
 pub async fn handle(
     broker: &Broker,
+    session: &crate::connection::Session,
     request: FindCoordinatorRequest,
     version: i16,
     listener: &str,
 ) -> FindCoordinatorResponse {
+    use keel_controller::acl::{AclOperation, ResourceType};
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::FindCoordinator,
+    );
     let keys: Vec<String> = if version >= 4 {
         request
             .coordinator_keys
@@ -68,7 +75,22 @@ pub async fn handle(
     };
     let mut coordinators = Vec::new();
     for key in keys {
-        let answer = if request.key_type == GROUP_KEY {
+        // Kafka: DESCRIBE on the group, or on the transactional id.
+        let answer = if request.key_type == GROUP_KEY
+            && !authz.allows(AclOperation::Describe, ResourceType::Group, &key)
+        {
+            Err((
+                ResponseError::GroupAuthorizationFailed,
+                "Group authorization failed.".to_string(),
+            ))
+        } else if request.key_type == TRANSACTION_KEY
+            && !authz.allows(AclOperation::Describe, ResourceType::TransactionalId, &key)
+        {
+            Err((
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "Transactional Id authorization failed.".to_string(),
+            ))
+        } else if request.key_type == GROUP_KEY {
             find_group_coordinator(broker, &key, listener).await
         } else if request.key_type == TRANSACTION_KEY {
             Err((

@@ -7,6 +7,7 @@
 //! and SyncGroup answers may wait — for the other members to join, for the leader's assignment
 //! and for it to be written with acks=all — on oneshot channels the group state machine keeps.
 
+use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -30,6 +31,18 @@ use crate::coordinator::records::{RecordKey, MAX_STRING_BYTES};
 pub struct Caller<'a> {
     pub client_id: &'a str,
     pub peer: &'a str,
+    pub session: &'a crate::connection::Session,
+}
+
+/// May the session do `operation` on `group` (Kafka's GROUP resource)?
+fn group_allowed(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    api: keel_wire::kafka_protocol::messages::ApiKey,
+    operation: AclOperation,
+    group: &str,
+) -> bool {
+    super::authz::Authz::new(broker, session, api).allows(operation, ResourceType::Group, group)
 }
 
 impl Caller<'_> {
@@ -94,6 +107,16 @@ pub async fn join(
 ) -> JoinGroupResponse {
     let group_id = req.group_id.to_string();
     let error = |e: ResponseError| join_response(JoinAnswer::error(e, &req.member_id), version);
+    // Kafka: READ on the group, before anything else.
+    if !group_allowed(
+        broker,
+        caller.session,
+        ApiKey::JoinGroup,
+        AclOperation::Read,
+        &group_id,
+    ) {
+        return error(ResponseError::GroupAuthorizationFailed);
+    }
     if group_id.is_empty() || group_id.len() > MAX_STRING_BYTES {
         return error(ResponseError::InvalidGroupId);
     }
@@ -163,8 +186,23 @@ fn sync_response(answer: SyncAnswer, version: i16) -> SyncGroupResponse {
 }
 
 /// SyncGroup.
-pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+pub async fn sync(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    req: SyncGroupRequest,
+    version: i16,
+) -> SyncGroupResponse {
     let group_id = req.group_id.to_string();
+    if !group_allowed(
+        broker,
+        session,
+        ApiKey::SyncGroup,
+        AclOperation::Read,
+        &group_id,
+    ) {
+        let answer = SyncAnswer::error(ResponseError::GroupAuthorizationFailed);
+        return sync_response(answer, version);
+    }
     if group_id.is_empty() {
         return sync_response(SyncAnswer::error(ResponseError::InvalidGroupId), version);
     }
@@ -209,9 +247,21 @@ pub async fn sync(broker: &Arc<Broker>, req: SyncGroupRequest, version: i16) -> 
 }
 
 /// Heartbeat.
-pub fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatResponse {
+pub fn heartbeat(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    req: HeartbeatRequest,
+) -> HeartbeatResponse {
     let group_id = req.group_id.to_string();
-    let result = if group_id.is_empty() {
+    let result = if !group_allowed(
+        broker,
+        session,
+        ApiKey::Heartbeat,
+        AclOperation::Read,
+        &group_id,
+    ) {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else if group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
     } else {
         broker
@@ -234,10 +284,21 @@ pub fn heartbeat(broker: &Broker, req: HeartbeatRequest) -> HeartbeatResponse {
 /// LeaveGroup: v0–2 one member id, v3+ a batch of members (with instance ids).
 pub async fn leave(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     req: LeaveGroupRequest,
     version: i16,
 ) -> LeaveGroupResponse {
     let group_id = req.group_id.to_string();
+    if !group_allowed(
+        broker,
+        session,
+        ApiKey::LeaveGroup,
+        AclOperation::Read,
+        &group_id,
+    ) {
+        let code = ResponseError::GroupAuthorizationFailed.code();
+        return LeaveGroupResponse::default().with_error_code(code);
+    }
     let leaving: Vec<(String, Option<String>)> = if version >= 3 {
         req.members
             .iter()
@@ -292,7 +353,15 @@ pub async fn leave(
 
 /// ListGroups: the groups this broker coordinates (clients ask every broker), filtered by state
 /// (v4+) and type (v5+, only `classic` exists here).
-pub fn list(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
+pub fn list(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    req: ListGroupsRequest,
+) -> ListGroupsResponse {
+    // Kafka: every group with DESCRIBE on the cluster, else those the session may DESCRIBE
+    // (both asked quietly).
+    let authz = super::authz::Authz::new(broker, session, ApiKey::ListGroups);
+    let all = authz.allows_quietly(AclOperation::Describe, ResourceType::Cluster, CLUSTER_NAME);
     broker.load_all_coordinated();
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_lowercase()).collect();
@@ -301,6 +370,9 @@ pub fn list(broker: &Broker, req: ListGroupsRequest) -> ListGroupsResponse {
         .into_iter()
         .filter(|(_, state, _)| states.is_empty() || states.contains(&state.to_lowercase()))
         .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+        .filter(|(id, _, _)| {
+            all || authz.allows_quietly(AclOperation::Describe, ResourceType::Group, id)
+        })
         .map(|(id, state, protocol_type)| {
             ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(id)))
@@ -321,14 +393,27 @@ const DESCRIBE_GROUP_NOT_FOUND_MIN_VERSION: i16 = 6;
 
 pub fn describe(
     broker: &Broker,
+    session: &crate::connection::Session,
     req: DescribeGroupsRequest,
     version: i16,
 ) -> DescribeGroupsResponse {
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DescribeGroups);
     let groups = req
         .groups
         .iter()
         .map(|id| {
             let id = id.to_string();
+            // Kafka: DESCRIBE on each group; KIP-430's operations when asked (v3+).
+            if !authz.allows(AclOperation::Describe, ResourceType::Group, &id) {
+                return DescribedGroup::default()
+                    .with_group_id(GroupId(str_bytes(id)))
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+            }
+            let operations = if req.include_authorized_operations {
+                authz.authorized_operations(ResourceType::Group, &id)
+            } else {
+                i32::MIN
+            };
             let described = broker.with_groups(&id, |groups, _| {
                 groups.get(&id).map(|g| {
                     (
@@ -339,7 +424,9 @@ pub fn describe(
                     )
                 })
             });
-            let base = DescribedGroup::default().with_group_id(GroupId(str_bytes(id.clone())));
+            let base = DescribedGroup::default()
+                .with_group_id(GroupId(str_bytes(id.clone())))
+                .with_authorized_operations(operations);
             // A Dead group is one Kafka no longer holds: described as not found (v6+).
             let described = described
                 .map(|(x, group)| (x, group.filter(|(state, ..)| *state != GroupState::Dead)));
@@ -379,10 +466,24 @@ pub fn describe(
 
 /// DeleteGroups: an empty group's metadata and committed offsets are deleted (tombstones);
 /// a group with members is `NON_EMPTY_GROUP`, an unknown one `GROUP_ID_NOT_FOUND`.
-pub async fn delete(broker: &Arc<Broker>, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn delete(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    req: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DeleteGroups);
     let mut results = Vec::new();
     for id in &req.groups_names {
         let id = id.to_string();
+        // Kafka: DELETE on each group.
+        if !authz.allows(AclOperation::Delete, ResourceType::Group, &id) {
+            results.push(
+                DeletableGroupResult::default()
+                    .with_group_id(GroupId(str_bytes(id)))
+                    .with_error_code(ResponseError::GroupAuthorizationFailed.code()),
+            );
+            continue;
+        }
         let checked = broker.with_groups(&id, |groups, _| match groups.get(&id) {
             None => Err(ResponseError::GroupIdNotFound),
             Some(g) if g.state() == GroupState::Dead => Err(ResponseError::GroupIdNotFound),

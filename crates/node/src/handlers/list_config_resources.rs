@@ -43,9 +43,20 @@ fn supported_types(version: i16) -> &'static [i8] {
 
 pub fn handle(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: ListConfigResourcesRequest,
     version: i16,
 ) -> ListConfigResourcesResponse {
+    // Kafka: DESCRIBE_CONFIGS on the cluster.
+    let authz = super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::ListConfigResources,
+    );
+    if !authz.cluster(keel_controller::acl::AclOperation::DescribeConfigs) {
+        return ListConfigResourcesResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
     let supported = supported_types(version);
     // v0 has no ResourceTypes field: it lists client metrics.
     let requested: Vec<i8> = if version == 0 || request.resource_types.is_empty() {

@@ -80,58 +80,65 @@ pub async fn dispatch(
         Request::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(broker, session, r))?
         }
-        Request::CreateTopics(r) => encode(&create_topics::handle(broker, r, version).await)?,
-        Request::DeleteTopics(r) => encode(&delete_topics::handle(broker, r, version).await)?,
-        Request::DeleteRecords(r) => encode(&delete_records::handle(broker, r).await)?,
+        Request::CreateTopics(r) => {
+            encode(&create_topics::handle(broker, session, r, version).await)?
+        }
+        Request::DeleteTopics(r) => {
+            encode(&delete_topics::handle(broker, session, r, version).await)?
+        }
+        Request::DeleteRecords(r) => encode(&delete_records::handle(broker, session, r).await)?,
         Request::CreatePartitions(r) => {
-            encode(&create_partitions::handle(broker, r, version).await)?
+            encode(&create_partitions::handle(broker, session, r, version).await)?
         }
-        Request::DescribeConfigs(r) => encode(&configs::describe(broker, r, version))?,
-        Request::AlterConfigs(r) => encode(&configs::alter(broker, r).await)?,
+        Request::DescribeConfigs(r) => encode(&configs::describe(broker, session, r, version))?,
+        Request::AlterConfigs(r) => encode(&configs::alter(broker, session, r).await)?,
         Request::IncrementalAlterConfigs(r) => {
-            encode(&configs::incremental_alter(broker, r).await)?
+            encode(&configs::incremental_alter(broker, session, r).await)?
         }
-        Request::ElectLeaders(r) => encode(&elect_leaders::handle(broker, r, version).await)?,
-        Request::DescribeCluster(r) => {
-            encode(&describe_cluster::handle(broker, r, version, listener))?
+        Request::ElectLeaders(r) => {
+            encode(&elect_leaders::handle(broker, session, r, version).await)?
         }
+        Request::DescribeCluster(r) => encode(&describe_cluster::handle(
+            broker, session, r, version, listener,
+        ))?,
         Request::DescribeTopicPartitions(r) => {
-            encode(&describe_topic_partitions::handle(broker, r))?
+            encode(&describe_topic_partitions::handle(broker, session, r))?
         }
-        Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, r))?,
+        Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, session, r))?,
         Request::DescribeAcls(r) => encode(&acls::describe(broker, session, r))?,
         Request::CreateAcls(r) => encode(&acls::create(broker, session, r, version).await)?,
         Request::DeleteAcls(r) => encode(&acls::delete(broker, session, r, version).await)?,
         Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, session, r).await)?,
         Request::FindCoordinator(r) => {
-            encode(&find_coordinator::handle(broker, r, version, listener).await)?
+            encode(&find_coordinator::handle(broker, session, r, version, listener).await)?
         }
         Request::JoinGroup(r) => {
             let caller = groups::Caller {
                 client_id: client,
                 peer,
+                session,
             };
             encode(&groups::join(broker, r, version, caller).await)?
         }
-        Request::SyncGroup(r) => encode(&groups::sync(broker, r, version).await)?,
-        Request::Heartbeat(r) => encode(&groups::heartbeat(broker, r))?,
-        Request::LeaveGroup(r) => encode(&groups::leave(broker, r, version).await)?,
-        Request::ListGroups(r) => encode(&groups::list(broker, r))?,
-        Request::DescribeGroups(r) => encode(&groups::describe(broker, r, version))?,
-        Request::DeleteGroups(r) => encode(&groups::delete(broker, r).await)?,
-        Request::OffsetCommit(r) => encode(&offsets::commit(broker, r, version).await)?,
-        Request::OffsetFetch(r) => encode(&offsets::fetch(broker, r, version))?,
-        Request::OffsetDelete(r) => encode(&offsets::delete(broker, r).await)?,
-        Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, r))?,
+        Request::SyncGroup(r) => encode(&groups::sync(broker, session, r, version).await)?,
+        Request::Heartbeat(r) => encode(&groups::heartbeat(broker, session, r))?,
+        Request::LeaveGroup(r) => encode(&groups::leave(broker, session, r, version).await)?,
+        Request::ListGroups(r) => encode(&groups::list(broker, session, r))?,
+        Request::DescribeGroups(r) => encode(&groups::describe(broker, session, r, version))?,
+        Request::DeleteGroups(r) => encode(&groups::delete(broker, session, r).await)?,
+        Request::OffsetCommit(r) => encode(&offsets::commit(broker, session, r, version).await)?,
+        Request::OffsetFetch(r) => encode(&offsets::fetch(broker, session, r, version))?,
+        Request::OffsetDelete(r) => encode(&offsets::delete(broker, session, r).await)?,
+        Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, session, r))?,
         Request::ListConfigResources(r) => {
-            encode(&list_config_resources::handle(broker, r, version))?
+            encode(&list_config_resources::handle(broker, session, r, version))?
         }
-        Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(r))?,
+        Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(broker, session, r))?,
         Request::DescribeUserScramCredentials(r) => {
-            encode(&scram_credentials::describe(broker, r))?
+            encode(&scram_credentials::describe(broker, session, r))?
         }
         Request::AlterUserScramCredentials(r) => {
-            encode(&scram_credentials::alter(broker, r, version).await)?
+            encode(&scram_credentials::alter(broker, session, r, version).await)?
         }
     };
     Ok(Reply::Send(bytes))

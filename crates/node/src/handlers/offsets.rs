@@ -8,6 +8,7 @@
 //! applied and answered: an answered commit survives the coordinator's `kill -9`. A partition
 //! the metadata does not know is answered `UNKNOWN_TOPIC_OR_PARTITION` and not committed.
 
+use keel_controller::acl::{AclOperation, ResourceType};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -32,10 +33,28 @@ use crate::coordinator::records::{encode_offset, OffsetValue, RecordKey};
 /// OffsetCommit.
 pub async fn commit(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     req: OffsetCommitRequest,
     version: i16,
 ) -> OffsetCommitResponse {
     let group_id = req.group_id.to_string();
+    // Kafka: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then READ on
+    // each topic.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::OffsetCommit);
+    let group_denied = !authz.allows(AclOperation::Read, ResourceType::Group, &group_id);
+    let readable: BTreeMap<String, bool> = if group_denied {
+        BTreeMap::new()
+    } else {
+        req.topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.to_string(),
+                    authz.topic(AclOperation::Read, t.name.as_str()),
+                )
+            })
+            .collect()
+    };
     let max_metadata = broker
         .config
         .offset_metadata_max_bytes
@@ -52,7 +71,9 @@ pub async fn commit(
                 .to_string();
             // The topic name is an i16-length string in the offset record's key (and no Kafka
             // topic name is longer than 249 bytes); flexible versions can send longer ones.
-            let value = if topic.name.len() > crate::coordinator::records::MAX_STRING_BYTES {
+            let value = if !group_denied && !readable[topic.name.as_str()] {
+                Err(ResponseError::TopicAuthorizationFailed)
+            } else if topic.name.len() > crate::coordinator::records::MAX_STRING_BYTES {
                 Err(ResponseError::InvalidTopicException)
             } else if !partition_exists(broker, &topic.name, p.partition_index) {
                 Err(ResponseError::UnknownTopicOrPartition)
@@ -74,7 +95,9 @@ pub async fn commit(
     // Kafka answers a request naming no partition it can commit from the metadata alone: the
     // group is neither checked nor created (KafkaApis.handleOffsetCommitRequest).
     let nothing_to_commit = !planned.is_empty() && planned.iter().all(|(_, _, v)| v.is_err());
-    let checked = if nothing_to_commit {
+    let checked = if group_denied {
+        Err(ResponseError::GroupAuthorizationFailed)
+    } else if nothing_to_commit {
         Ok(None)
     } else if group_id.is_empty() {
         Err(ResponseError::InvalidGroupId)
@@ -215,7 +238,16 @@ fn fetch_group(
 }
 
 /// OffsetFetch: v1–7 one group (top-level error from v2), v8+ several.
-pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+pub fn fetch(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    req: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    let authz = super::authz::Authz::new(broker, session, ApiKey::OffsetFetch);
+    let fetch_group = |group_id: &str, asked: Option<Vec<(String, Vec<i32>)>>| {
+        fetch_group_authorized(broker, &authz, group_id, asked)
+    };
     if version >= 8 {
         let groups = req
             .groups
@@ -229,7 +261,7 @@ pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFe
                         .collect()
                 });
                 let base = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match fetch_group(broker, &id, asked) {
+                match fetch_group(&id, asked) {
                     Err(e) => base.with_error_code(e.code()),
                     Ok(fetched) => base.with_topics(
                         fetched
@@ -241,12 +273,13 @@ pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFe
                                         partitions
                                             .into_iter()
                                             .map(|(p, v)| {
-                                                let (offset, epoch, metadata) = parts(v);
+                                                let (offset, epoch, metadata, error) = parts(v);
                                                 OffsetFetchResponsePartitions::default()
                                                     .with_partition_index(p)
                                                     .with_committed_offset(offset)
                                                     .with_committed_leader_epoch(epoch)
                                                     .with_metadata(Some(str_bytes(metadata)))
+                                                    .with_error_code(error)
                                             })
                                             .collect(),
                                     )
@@ -264,7 +297,7 @@ pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFe
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    match fetch_group(broker, &req.group_id, asked) {
+    match fetch_group(&req.group_id, asked) {
         Err(e) => {
             // v1 has no top-level error: every asked partition carries it.
             let topics = req
@@ -301,12 +334,13 @@ pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFe
                             partitions
                                 .into_iter()
                                 .map(|(p, v)| {
-                                    let (offset, epoch, metadata) = parts(v);
+                                    let (offset, epoch, metadata, error) = parts(v);
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(offset)
                                         .with_committed_leader_epoch(epoch)
                                         .with_metadata(Some(str_bytes(metadata)))
+                                        .with_error_code(error)
                                 })
                                 .collect(),
                         )
@@ -316,17 +350,79 @@ pub fn fetch(broker: &Broker, req: OffsetFetchRequest, version: i16) -> OffsetFe
     }
 }
 
-fn parts(value: Option<OffsetValue>) -> (i64, i32, String) {
+/// A partition's committed offset, leader epoch, metadata and error code (`Err`: a topic the
+/// session may not describe).
+fn parts(value: Result<Option<OffsetValue>, ResponseError>) -> (i64, i32, String, i16) {
     match value {
-        Some(v) => (v.offset, v.leader_epoch, v.metadata),
-        None => (-1, -1, String::new()),
+        Ok(Some(v)) => (v.offset, v.leader_epoch, v.metadata, 0),
+        Ok(None) => (-1, -1, String::new(), 0),
+        Err(e) => (-1, -1, String::new(), e.code()),
     }
+}
+
+/// Committed offsets a session may see (Kafka's `handleOffsetFetchRequest`): DESCRIBE on the
+/// group, else GROUP_AUTHORIZATION_FAILED; asked partitions of a topic it may not DESCRIBE get
+/// TOPIC_AUTHORIZATION_FAILED; a fetch of every topic leaves such topics out quietly.
+#[allow(clippy::type_complexity)]
+fn fetch_group_authorized(
+    broker: &Broker,
+    authz: &super::authz::Authz<'_>,
+    group_id: &str,
+    asked: Option<Vec<(String, Vec<i32>)>>,
+) -> Result<
+    Vec<(
+        String,
+        Vec<(i32, Result<Option<OffsetValue>, ResponseError>)>,
+    )>,
+    ResponseError,
+> {
+    if !authz.allows(AclOperation::Describe, ResourceType::Group, group_id) {
+        return Err(ResponseError::GroupAuthorizationFailed);
+    }
+    let all = asked.is_none();
+    let fetched = fetch_group(broker, group_id, asked)?;
+    Ok(fetched
+        .into_iter()
+        .filter_map(|(topic, partitions)| {
+            let described = if all {
+                authz.allows_quietly(AclOperation::Describe, ResourceType::Topic, &topic)
+            } else {
+                authz.topic(AclOperation::Describe, &topic)
+            };
+            if all && !described {
+                return None;
+            }
+            let partitions = partitions
+                .into_iter()
+                .map(|(p, v)| {
+                    let v = if described {
+                        Ok(v)
+                    } else {
+                        Err(ResponseError::TopicAuthorizationFailed)
+                    };
+                    (p, v)
+                })
+                .collect();
+            Some((topic, partitions))
+        })
+        .collect())
 }
 
 /// OffsetDelete: tombstones for the asked partitions' offsets. A partition of a topic the group
 /// consumes now is `GROUP_SUBSCRIBED_TO_TOPIC`; an unknown group `GROUP_ID_NOT_FOUND`.
-pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+pub async fn delete(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    req: OffsetDeleteRequest,
+) -> OffsetDeleteResponse {
     let group_id = req.group_id.to_string();
+    // Kafka: DELETE on the group (a top-level GROUP_AUTHORIZATION_FAILED), then READ on each
+    // topic.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::OffsetDelete);
+    if !authz.allows(AclOperation::Delete, ResourceType::Group, &group_id) {
+        return OffsetDeleteResponse::default()
+            .with_error_code(ResponseError::GroupAuthorizationFailed.code());
+    }
     let asked: Vec<(String, Vec<i32>)> = req
         .topics
         .iter()
@@ -337,6 +433,11 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
             )
         })
         .collect();
+    let unreadable: std::collections::BTreeSet<&str> = asked
+        .iter()
+        .map(|(topic, _)| topic.as_str())
+        .filter(|topic| !authz.topic(AclOperation::Read, topic))
+        .collect();
     let checked = broker.with_groups(&group_id, |groups, _| {
         let Some(group) = groups.get(&group_id) else {
             return Err(ResponseError::GroupIdNotFound);
@@ -344,9 +445,13 @@ pub async fn delete(broker: &Arc<Broker>, req: OffsetDeleteRequest) -> OffsetDel
         Ok(asked
             .iter()
             .map(|(topic, partitions)| {
-                let error = group
-                    .consumes_topic(topic)
-                    .then_some(ResponseError::GroupSubscribedToTopic);
+                let error = if unreadable.contains(topic.as_str()) {
+                    Some(ResponseError::TopicAuthorizationFailed)
+                } else {
+                    group
+                        .consumes_topic(topic)
+                        .then_some(ResponseError::GroupSubscribedToTopic)
+                };
                 (topic.clone(), partitions.clone(), error)
             })
             .collect::<Vec<_>>())

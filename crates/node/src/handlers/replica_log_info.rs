@@ -12,11 +12,24 @@ use tracing::warn;
 use crate::broker::Broker;
 use crate::connection::Reply;
 
-pub(crate) fn handle(broker: &Broker, frame: bytes::Bytes) -> Reply {
+pub(crate) fn handle(
+    broker: &Broker,
+    session: &crate::connection::Session,
+    frame: bytes::Bytes,
+) -> Reply {
     let (correlation_id, request) = match GetReplicaLogInfoRequest::decode(frame) {
         Ok(decoded) => decoded,
         Err(e) => return Reply::Reject(e.to_string()),
     };
+    // The URM's question is the controller's: CLUSTER_ACTION on the cluster (as Kafka's
+    // inter-broker RPCs), else every partition CLUSTER_AUTHORIZATION_FAILED.
+    let authz = super::authz::Authz::for_rpc(
+        broker,
+        session,
+        keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY,
+        "GetReplicaLogInfo",
+    );
+    let denied = !authz.cluster(keel_controller::acl::AclOperation::ClusterAction);
     let image = broker.image();
     let topics = request
         .topics
@@ -33,6 +46,12 @@ pub(crate) fn handle(broker: &Broker, frame: bytes::Bytes) -> Reply {
                         current_leader_epoch: -1,
                         log_end_offset: -1,
                     };
+                    if denied {
+                        return PartitionLogInfo {
+                            error_code: ResponseError::ClusterAuthorizationFailed.code(),
+                            ..unknown
+                        };
+                    }
                     let Some(topic) = topic else {
                         return unknown;
                     };

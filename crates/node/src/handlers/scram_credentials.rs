@@ -69,8 +69,16 @@ pub(crate) fn describe_from(
 /// DescribeUserScramCredentials on a broker: from its applied image.
 pub fn describe(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka: DESCRIBE on the cluster.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DescribeUserScramCredentials);
+    if !authz.cluster(keel_controller::acl::AclOperation::Describe) {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(keel_wire::ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_message(None);
+    }
     describe_from(&broker.image(), &request)
 }
 
@@ -133,9 +141,16 @@ fn applied(
 /// AlterUserScramCredentials on a broker: forwarded to the controller.
 pub async fn alter(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: AlterUserScramCredentialsRequest,
     version: i16,
 ) -> AlterUserScramCredentialsResponse {
+    // Kafka: ALTER on the cluster, else every user CLUSTER_AUTHORIZATION_FAILED.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::AlterUserScramCredentials);
+    if !authz.cluster(keel_controller::acl::AclOperation::Alter) {
+        let code = keel_wire::ResponseError::ClusterAuthorizationFailed.code();
+        return alter_failed(&request, code, "Cluster authorization failed.");
+    }
     let answer: AlterUserScramCredentialsResponse = match broker
         .controller()
         .forward(ApiKey::AlterUserScramCredentials, version, &request)

@@ -16,8 +16,6 @@ use keel_controller::acl::{
 use keel_controller::image::Acls;
 use keel_controller::ClusterImage;
 
-use keel_wire::kafka_protocol::messages::ApiKey;
-
 use crate::config::ConfigError;
 
 /// `authorizer.class.name`.
@@ -112,8 +110,10 @@ pub struct RequestContext {
     pub principal: String,
     /// The client address ([`host_of`]).
     pub host: String,
-    /// The request's API (its name is in the log line and labels the denial counter).
-    pub api: ApiKey,
+    /// The request's API key (labels the denial counter).
+    pub api_key: i16,
+    /// The request's API name for the log line (Kafka's `ApiKeys.name`, e.g. `Produce`).
+    pub api: String,
 }
 
 /// A broker's (or controller's) authorizer: the settings and the ACL index of the last image
@@ -278,7 +278,7 @@ impl Authorizer {
             .denials
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry(context.api as i16)
+            .entry(context.api_key)
             .or_default() += 1;
         let left_out = {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
@@ -298,7 +298,7 @@ impl Authorizer {
             target: "kafka.authorizer.logger",
             left_out,
             "Principal = {} is Denied operation = {} from host = {} on resource = {}:LITERAL:{} \
-             for request = {:?} based on rule {}",
+             for request = {} based on rule {}",
             action.principal,
             action.operation,
             action.host,

@@ -1882,3 +1882,210 @@ async fn the_data_path_is_authorized_by_acls() {
     assert_eq!(refused.error_code, 31, "CLUSTER_AUTHORIZATION_FAILED");
     node.stop().await;
 }
+
+// Shows (issue 22): admin and group APIs refused by ACLs with Kafka's codes — CreateTopics,
+// DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs (topic 29, broker 31),
+// IncrementalAlterConfigs, ElectLeaders, DescribeLogDirs, FindCoordinator, OffsetCommit,
+// OffsetFetch, DescribeGroups, DeleteGroups; ListGroups lists only groups the principal may
+// describe; DescribeCluster's KIP-430 operations are 0 without DESCRIBE on the cluster — and
+// READ on the group and the topic is what an `assign()` consumer's commits need.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_and_group_apis_are_authorized_by_acls() {
+    use keel_controller::acl::AuthorizerConfig;
+    use keel_wire::kafka_protocol::messages::create_acls_request::AclCreation;
+    use keel_wire::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use keel_wire::kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use keel_wire::kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use keel_wire::kafka_protocol::messages::{
+        CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+        DeleteGroupsRequest, DeleteGroupsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
+        DescribeClusterRequest, DescribeClusterResponse, DescribeConfigsRequest,
+        DescribeConfigsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+        DescribeLogDirsRequest, DescribeLogDirsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    };
+    let s = |t: &str| StrBytes::from_string(t.to_string());
+    let machine = Machine::formatted();
+    let start = |authorizer: AuthorizerConfig| {
+        let mut c = config(NODE, &[]);
+        c.authorizer = Some(authorizer);
+        machine.start_config(c, Arc::new(SystemClock))
+    };
+    let root = || AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        allow_everyone_if_no_acl_found: false,
+    };
+    let node = start(root()).await;
+    let mut client = machine.client(&node).await;
+    client.create_topic("t", 1, &[]).await;
+    client.produce("t", 0, -1, &values("v", 0..3)).await;
+    assert_eq!(
+        client.find_coordinator("g").await,
+        0,
+        "__consumer_offsets is ready"
+    );
+    assert_eq!(client.commit("g", "t", 0, 1).await, 0);
+    node.stop().await;
+
+    let node = start(AuthorizerConfig::default()).await;
+    let mut client = machine.client(&node).await;
+    let mut create = CreateTopicsRequest::default().with_timeout_ms(10_000);
+    create.topics.push(
+        CreatableTopic::default()
+            .with_name(name("new"))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    );
+    let created: CreateTopicsResponse = client
+        .conn
+        .call_version(ApiKey::CreateTopics, 7, &create)
+        .await
+        .unwrap();
+    assert_eq!(created.topics[0].error_code, 29, "{created:?}");
+    let grow = CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(name("t"))
+            .with_count(2)]);
+    let grown: CreatePartitionsResponse = client
+        .conn
+        .call_version(ApiKey::CreatePartitions, 3, &grow)
+        .await
+        .unwrap();
+    assert_eq!(grown.results[0].error_code, 29);
+    let trim = DeleteRecordsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteRecordsTopic::default()
+            .with_name(name("t"))
+            .with_partitions(vec![DeleteRecordsPartition::default()
+                .with_partition_index(0)
+                .with_offset(1)])]);
+    let trimmed: DeleteRecordsResponse = client
+        .conn
+        .call_version(ApiKey::DeleteRecords, 2, &trim)
+        .await
+        .unwrap();
+    assert_eq!(trimmed.topics[0].partitions[0].error_code, 29);
+    let configs = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("t")),
+        DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(&NODE.to_string())),
+    ]);
+    let described: DescribeConfigsResponse = client
+        .conn
+        .call_version(ApiKey::DescribeConfigs, 4, &configs)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = described.results.iter().map(|r| r.error_code).collect();
+    assert_eq!(codes, [29, 31]);
+    let elect = ElectLeadersRequest::default()
+        .with_election_type(0)
+        .with_timeout_ms(10_000)
+        .with_topic_partitions(None);
+    let elected: ElectLeadersResponse = client
+        .conn
+        .call_version(ApiKey::ElectLeaders, 2, &elect)
+        .await
+        .unwrap();
+    assert_eq!(elected.error_code, 31);
+    let dirs: DescribeLogDirsResponse = client
+        .conn
+        .call_version(
+            ApiKey::DescribeLogDirs,
+            4,
+            &DescribeLogDirsRequest::default().with_topics(None),
+        )
+        .await
+        .unwrap();
+    assert_eq!((dirs.error_code, dirs.results.len()), (31, 0));
+    let find = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![s("g")]);
+    let found: FindCoordinatorResponse = client
+        .conn
+        .call_version(ApiKey::FindCoordinator, 4, &find)
+        .await
+        .unwrap();
+    assert_eq!(found.coordinators[0].error_code, 30);
+    assert_eq!(client.commit("g", "t", 0, 2).await, 30);
+    let groups: DescribeGroupsResponse = client
+        .conn
+        .call_version(
+            ApiKey::DescribeGroups,
+            5,
+            &DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(groups.groups[0].error_code, 30);
+    assert!(
+        client.group_ids().await.is_empty(),
+        "a group it may not describe is not listed"
+    );
+    let deleted: DeleteGroupsResponse = client
+        .conn
+        .call_version(
+            ApiKey::DeleteGroups,
+            2,
+            &DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g"))]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(deleted.results[0].error_code, 30);
+    let cluster: DescribeClusterResponse = client
+        .conn
+        .call_version(
+            ApiKey::DescribeCluster,
+            1,
+            &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cluster.cluster_authorized_operations, 0);
+    let delete = DeleteTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![DeleteTopicState::default().with_name(Some(name("t")))]);
+    let refused: DeleteTopicsResponse = client
+        .conn
+        .call_version(ApiKey::DeleteTopics, 6, &delete)
+        .await
+        .unwrap();
+    assert_eq!(refused.responses[0].error_code, 29, "{refused:?}");
+    node.stop().await;
+
+    // READ on the group and the topic: an assign() consumer commits and reads its offsets back.
+    let node = start(root()).await;
+    let mut admin = machine.client(&node).await;
+    let acl = |resource_type: i8, resource: &str| {
+        AclCreation::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(resource))
+            .with_resource_pattern_type(3)
+            .with_principal(s("User:ANONYMOUS"))
+            .with_host(s("*"))
+            .with_operation(3)
+            .with_permission_type(3)
+    };
+    let granted: CreateAclsResponse = admin
+        .conn
+        .call_version(
+            ApiKey::CreateAcls,
+            3,
+            &CreateAclsRequest::default().with_creations(vec![acl(3, "g"), acl(2, "t")]),
+        )
+        .await
+        .unwrap();
+    assert!(granted.results.iter().all(|r| r.error_code == 0));
+    node.stop().await;
+    let node = start(AuthorizerConfig::default()).await;
+    let mut client = machine.client(&node).await;
+    assert_eq!(client.find_coordinator("g").await, 0);
+    assert_eq!(client.commit("g", "t", 0, 2).await, 0);
+    assert_eq!(client.committed("g", "t", 0).await, 2);
+    assert_eq!(client.group_ids().await, ["g"]);
+    node.stop().await;
+}

@@ -63,9 +63,15 @@ impl Asked {
 
 pub fn describe(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
+    let authz = super::super::authz::Authz::new(
+        broker,
+        session,
+        keel_wire::kafka_protocol::messages::ApiKey::DescribeConfigs,
+    );
     let results = request
         .resources
         .iter()
@@ -81,7 +87,14 @@ pub fn describe(
                 documentation: request.include_documentation && version >= 3,
                 version,
             };
+            let denied = super::refused(
+                &authz,
+                keel_controller::acl::AclOperation::DescribeConfigs,
+                resource.resource_type,
+                resource.resource_name.as_str(),
+            );
             let entries = match resource.resource_type {
+                _ if denied.is_some() => Err(denied.expect("checked")),
                 RESOURCE_TOPIC => describe_topic(broker, &resource.resource_name, &asked),
                 RESOURCE_BROKER if resource.resource_name.is_empty() => {
                     Ok(describe_cluster_defaults(broker, &asked))

@@ -28,6 +28,27 @@ use crate::topic_config;
 const RESOURCE_TOPIC: i8 = 2;
 const RESOURCE_BROKER: i8 = 4;
 
+/// Kafka's authorization of a config resource: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS)
+/// on the topic, or on the cluster for a broker (`ConfigHelper` / `ConfigAdminManager`).
+pub(super) fn refused(
+    authz: &super::authz::Authz<'_>,
+    operation: keel_controller::acl::AclOperation,
+    resource_type: i8,
+    name: &str,
+) -> Option<ApiError> {
+    match resource_type {
+        RESOURCE_TOPIC if !authz.topic(operation, name) => Some(ApiError::new(
+            ResponseError::TopicAuthorizationFailed,
+            "Topic authorization failed.",
+        )),
+        RESOURCE_BROKER if !authz.cluster(operation) => Some(ApiError::new(
+            ResponseError::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        )),
+        _ => None,
+    }
+}
+
 /// IncrementalAlterConfigs operations.
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
@@ -60,8 +81,10 @@ fn unsupported_resource(resource_type: i8) -> ApiError {
 
 pub async fn incremental_alter(
     broker: &Arc<Broker>,
+    session: &crate::connection::Session,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
+    let authz = super::authz::Authz::new(broker, session, ApiKey::IncrementalAlterConfigs);
     // Kafka caps the records of one user operation (QuorumController.MAX_RECORDS_PER_USER_OP):
     // counted before any resource is looked at or forwarded, as the controller does.
     let changes: usize = request.resources.iter().map(|r| r.configs.len()).sum();
@@ -77,8 +100,15 @@ pub async fn incremental_alter(
     });
     let mut responses = Vec::new();
     for resource in request.resources {
+        let denied = refused(
+            &authz,
+            keel_controller::acl::AclOperation::AlterConfigs,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+        );
         let outcome = match resource.resource_type {
             _ if too_large.is_some() => Err(too_large.clone().expect("checked")),
+            _ if denied.is_some() => Err(denied.clone().expect("checked")),
             RESOURCE_TOPIC => {
                 let ops: Vec<(String, i8, Option<String>)> = resource
                     .configs
@@ -305,7 +335,12 @@ fn apply_ops(
     Ok(configs)
 }
 
-pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub async fn alter(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let authz = super::authz::Authz::new(broker, session, ApiKey::AlterConfigs);
     // Kafka caps the records of one user operation (QuorumController.MAX_RECORDS_PER_USER_OP):
     // counted before any resource is looked at or forwarded, as the controller does.
     let changes: usize = request.resources.iter().map(|r| r.configs.len()).sum();
@@ -321,8 +356,15 @@ pub async fn alter(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterC
     });
     let mut responses = Vec::new();
     for resource in request.resources {
+        let denied = refused(
+            &authz,
+            keel_controller::acl::AclOperation::AlterConfigs,
+            resource.resource_type,
+            resource.resource_name.as_str(),
+        );
         let outcome = match resource.resource_type {
             _ if too_large.is_some() => Err(too_large.clone().expect("checked")),
+            _ if denied.is_some() => Err(denied.clone().expect("checked")),
             RESOURCE_TOPIC => {
                 let mut configs = BTreeMap::new();
                 let mut null = None;
