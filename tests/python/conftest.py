@@ -99,3 +99,20 @@ def pytest_runtest_makereport(item, call):
             if b.runs > 1:  # the run before a restart often ended in the fault under test
                 report.sections.append((f"keel log tail: {b.name} (previous run)",
                                         b.log_tail(PREVIOUS_RUN_TAIL_LINES, run=b.runs - 1)))
+
+
+# Files whose tests judge timing (a token's expiry, a watcher's sample rate through kill -9 of
+# brokers whose every connection is TLS) and failed now and then with a second pytest-xdist
+# worker loading the same two cores: scripts/test runs them alone, after the others
+# (`-m serial`).
+SERIAL_FILES = {"test_cluster.py", "test_oauthbearer.py"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "serial: run without other tests alongside (scripts/test's second pass)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
