@@ -310,10 +310,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             no_metrics,
             secure,
         } => {
-            // Refused before anything is formatted (the nodes' configs check it again).
+            // Checked before anything is formatted (the nodes' configs check it again).
             let mut asked = BTreeMap::new();
             apply_overrides(&mut asked, &overrides)?;
-            config::refuse_unimplemented_security(&asked)?;
+            config::check_security(&asked)?;
             dev(
                 &data_dir,
                 port,
@@ -568,6 +568,10 @@ fn print_secure_settings(secure: &dev_secure::SecureDev, bootstrap: &str) {
         dev_secure::MECHANISM,
         dev_secure::ADMIN_USER,
         secure.dir.display()
+    );
+    eprintln!(
+        "keel: ACLs are on (StandardAuthorizer): {} is the super user; other users get what `keel acls add` grants them",
+        dev_secure::ADMIN_USER
     );
     eprintln!(
         "keel: Kafka client properties (Java, Kafka's tools --command-config, keel --command-config), also in {}:",

@@ -204,7 +204,7 @@ fn controller_broker_listener(
 impl ControllerServerConfig {
     /// Reads the controller's settings from a properties map.
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        crate::config::refuse_unimplemented_security(props)?;
+        crate::config::check_security(props)?;
         let node_id_text = props.get(NODE_ID).ok_or(ConfigError::Missing(NODE_ID))?;
         let node_id = node_id_text
             .trim()

@@ -340,10 +340,12 @@ pub async fn serve_observed<L: crate::net::Listener>(
         socket_request_max_bytes: config.socket_request_max_bytes,
         voters: config.quorum_voters.clone(),
         request_metrics: config.metrics.requests(config.node_id, "controller"),
-        authorizer: config
-            .authorizer
-            .clone()
-            .map(crate::security::authorizer::Authorizer::new),
+        authorizer: config.authorizer.clone().map(|c| {
+            crate::security::authorizer::Authorizer::new(
+                c,
+                Some(config.metrics.requests(config.node_id, "controller")),
+            )
+        }),
         in_process: config.in_process,
     });
     let controller_metrics = config.metrics.controller(config.node_id);
