@@ -1,6 +1,7 @@
 //! The `keel` command: format log directories, run a broker, or run a ready-made local
 //! development broker.
 
+mod acls;
 mod admin;
 mod alloc_guard;
 mod bench;
@@ -129,6 +130,13 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: groups::GroupsCommand,
+    },
+    /// ACLs of a running cluster: list, add, remove (the options of kafka-acls.sh).
+    Acls {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: acls::AclsCommand,
     },
     /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
     /// kafka-delete-records.sh).
@@ -331,6 +339,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Groups { bootstrap, command } => {
             bootstrap.install_network()?;
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
+        }
+        Command::Acls { bootstrap, command } => {
+            bootstrap.install_network()?;
+            admin_runtime()?.block_on(acls::acls(bootstrap, command))
         }
         Command::Records { bootstrap, command } => {
             bootstrap.install_network()?;

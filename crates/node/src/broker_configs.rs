@@ -78,6 +78,8 @@ fn advertised_listeners(c: &BrokerConfig) -> Option<String> {
 pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("advertised.listeners", STRING, Derived(advertised_listeners),
         "The listeners given to clients in Metadata (NAME://host:port,...); unset: the broker's listeners, an empty or wildcard host given as localhost."),
+    def("allow.everyone.if.no.acl.found", BOOLEAN, Fixed("false"),
+        "With the authorizer: whether an action on a resource no ACL names is allowed."),
     def("authorizer.class.name", CLASS, Fixed(""),
         "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer enables Kafka's ACLs (with super.users and allow.everyone.if.no.acl.found); empty: every request is allowed."),
     def("auto.create.topics.enable", BOOLEAN, Fixed("true"),
@@ -188,6 +190,8 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "The protocol brokers use among themselves; Keel has PLAINTEXT only."),
     def("socket.request.max.bytes", INT, Fixed("104857600"),
         "Larger request frames close the connection."),
+    def("super.users", STRING, Null,
+        "With the authorizer: principals every check allows (User:a;User:b)."),
 ];
 
 /// The definition of broker key `name`.
