@@ -24,7 +24,7 @@ import kafka as kp
 import pytest
 
 from clients import CONFLUENT_COMMON, unique_topic
-from keel_broker import Broker, BrokerError, free_port, retire
+from keel_broker import Broker, BrokerError, free_port, keel_bin, retire
 from test_go_client import build_producer
 from test_kafka_tools import CONFIG_COMMAND, KafkaTools, build_tools
 from test_tls import confluent_round_trip, java_check, metric
@@ -543,6 +543,28 @@ def test_keel_dev_secure_settings_work_as_printed(tmp_path_factory, tools):
         again = {**rdkafka, "sasl.username": "dev-user", "sasl.password": "dev-user-secret"}
         md = AdminClient({"bootstrap.servers": b.bootstrap, **again}).list_topics(timeout=WAIT_S)
         assert len(md.brokers) == 3, md.brokers
+
+        # ACLs are on with admin the super user: dev-user may write a topic once `keel acls add`
+        # (with the printed client properties) grants it.
+        acl_topic = unique_topic("dev-secure-acl")
+        acl_admin = AdminClient({"bootstrap.servers": b.bootstrap, **rdkafka})
+        acl_admin.create_topics([NewTopic(acl_topic, 1, 3)])[acl_topic].result(WAIT_S)
+
+        def dev_user_writes() -> ck.KafkaError | None:
+            result = []
+            p = ck.Producer({"bootstrap.servers": b.bootstrap, **again, "message.timeout.ms": "10000"})
+            p.produce(acl_topic, b"x", on_delivery=lambda err, _m: result.append(err))
+            p.flush(20)
+            return result[0] if result else ck.KafkaError(ck.KafkaError._MSG_TIMED_OUT)
+
+        refused = dev_user_writes()
+        assert refused is not None and refused.code() == ck.KafkaError.TOPIC_AUTHORIZATION_FAILED, refused
+        granted = subprocess.run(
+            [str(keel_bin()), "acls", "add", "--bootstrap-server", b.bootstrap.split(",")[0], "--command-config",
+             str(command_config), "--allow-principal", "User:dev-user", "--operation", "Write", "--topic", acl_topic],
+            capture_output=True, text=True, timeout=60)
+        assert granted.returncode == 0 and "added 1 ACLs" in granted.stdout, granted.stdout + granted.stderr
+        assert dev_user_writes() is None
     finally:
         b.stop()
 

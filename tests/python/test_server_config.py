@@ -3,9 +3,10 @@
 - Kafka 4.x's stock `config/server.properties` (KRaft combined mode, `controller.quorum.bootstrap
   .servers`, an empty host in `CONTROLLER://:9093`) formats the way Kafka's quickstart does it
   (`kafka-storage.sh format --standalone -t ID -c FILE`) and starts; clients produce and consume;
-- a configuration that asks for security Keel does not implement yet (an authorizer) stops
-  `keel format`, `keel server` and `keel dev` with one line naming the key, instead of serving
-  without it. (TLS and SASL are served since issue 21: test_tls.py, test_sasl.py.)
+- an authorizer setting Keel cannot honour (ZooKeeper's AclAuthorizer, a class Keel does not
+  have, a malformed `super.users`) stops `keel format`, `keel server` and `keel dev` with one line
+  naming the key, instead of serving without it. (TLS and SASL are served since issue 21:
+  test_tls.py, test_sasl.py; Kafka's StandardAuthorizer since issue 22: test_acls.py.)
 
 Cites issue 19 ("Refuse what it does not do"; "Kafka 4.x's stock config/server.properties must
 start") and KIP-853 (controller.quorum.bootstrap.servers, `kafka-storage format --standalone`).
@@ -108,10 +109,9 @@ def test_kafka_4_stock_server_properties_start(tmp_path):
     assert refused.returncode == 1 and "--standalone" in refused.stderr, refused
 
 
-def refused_everywhere(tmp_path: Path, extra: dict[str, str], named: str) -> None:
+def refused_everywhere(tmp_path: Path, extra: dict[str, str], named: str, says: str) -> None:
     """`keel format`, `keel server` and `keel dev --override` each refuse a config with `extra`
-    at once, in one line that names `named` and says security is not implemented; format wrote
-    nothing."""
+    at once, in one line that names `named` and says `says`; format wrote nothing."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     data = tmp_path / "data"
     port = free_port()
@@ -126,18 +126,26 @@ def refused_everywhere(tmp_path: Path, extra: dict[str, str], named: str) -> Non
     for command, run in runs.items():
         assert run.returncode == 1, f"keel {command} with {extra} exited {run.returncode}: {run.stdout}{run.stderr}"
         lines = run.stderr.strip().splitlines()
-        assert len(lines) == 1 and named in lines[0] and "not implemented yet" in lines[0], \
+        assert len(lines) == 1 and named in lines[0] and says in lines[0], \
             f"keel {command} with {extra}: {run.stderr}"
     assert not data.exists(), f"a refused format wrote {list(data.iterdir())}"
     assert not (tmp_path / "dev").exists(), "a refused keel dev formatted its data directory"
 
 
-def test_an_authorizer_is_refused_not_run_without_authorization(tmp_path):
-    """What is still missing (issue 22): `authorizer.class.name` would let every principal do
-    everything; format, server and dev refuse it, naming the key."""
-    refused_everywhere(tmp_path / "authorizer",
-                       {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"},
-                       "authorizer.class.name")
+def test_an_authorizer_keel_cannot_honour_is_refused_not_run_without_authorization(tmp_path):
+    """An authorizer other than Kafka's StandardAuthorizer would let every principal do everything
+    if Keel ran without it: format, server and dev refuse ZooKeeper's AclAuthorizer (saying why),
+    a class Keel does not have, and a `super.users` without a principal type, naming the key."""
+    refused_everywhere(tmp_path / "acl-authorizer",
+                       {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"},
+                       "authorizer.class.name", "kept its ACLs in ZooKeeper")
+    refused_everywhere(tmp_path / "custom",
+                       {"authorizer.class.name": "com.example.MyAuthorizer"},
+                       "authorizer.class.name", "is not an authorizer Keel has")
+    refused_everywhere(tmp_path / "super-users",
+                       {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                        "super.users": "admin"},
+                       "super.users", "admin")
 
 
 def test_a_sasl_listener_without_a_mechanism_does_not_start(tmp_path):

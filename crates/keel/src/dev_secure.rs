@@ -8,6 +8,10 @@
 //! 'SCRAM-SHA-512=[name=admin,password=...]'` writes it, into every dev controller's bootstrap
 //! metadata: the nodes authenticate to each other as admin from their first start, before any
 //! metadata record is committed.
+//!
+//! ACLs are on (Kafka's `StandardAuthorizer`) with admin the only super user: every other
+//! user the operator adds (`kafka-configs --alter --add-config 'SCRAM-SHA-512=[...]'
+//! --entity-type users`) may do only what ACLs grant it (`keel acls add`, `kafka-acls.sh`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -122,12 +126,18 @@ impl SecureDev {
     }
 
     /// Settings every dev node gets: its listeners SASL_SSL (the broker listener is named
-    /// `SASL_SSL`, the controllers' `CONTROLLER`), TLS with the dev keystore and CA, and SCRAM
-    /// with the admin user's credentials for its own connections.
+    /// `SASL_SSL`, the controllers' `CONTROLLER`), TLS with the dev keystore and CA, SCRAM
+    /// with the admin user's credentials for its own connections, and the authorizer with
+    /// admin as its super user.
     pub fn node_props(&self) -> BTreeMap<String, String> {
+        use keel_node::security::authorizer::{
+            AUTHORIZER_CLASS_NAME, STANDARD_AUTHORIZER, SUPER_USERS,
+        };
         let jaas = self.jaas();
         let mechanism = MECHANISM.to_ascii_lowercase();
         [
+            (AUTHORIZER_CLASS_NAME.into(), STANDARD_AUTHORIZER.into()),
+            (SUPER_USERS.into(), format!("User:{ADMIN_USER}")),
             (
                 "listener.security.protocol.map".to_string(),
                 "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL".to_string(),
@@ -279,6 +289,8 @@ mod tests {
         assert!(client.contains("sasl.mechanism=SCRAM-SHA-512"));
         let props = first.node_props();
         assert_eq!(props["sasl.mechanism.inter.broker.protocol"], MECHANISM);
+        assert_eq!(props["super.users"], "User:admin");
+        assert!(props["authorizer.class.name"].ends_with(".StandardAuthorizer"));
     }
 
     // Shows: the admin credential a dev controller is formatted with verifies the admin

@@ -1,6 +1,7 @@
 //! The `keel` command: format log directories, run a broker, or run a ready-made local
 //! development broker.
 
+mod acls;
 mod admin;
 mod alloc_guard;
 mod bench;
@@ -129,6 +130,13 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: groups::GroupsCommand,
+    },
+    /// ACLs of a running cluster: list, add, remove (the options of kafka-acls.sh).
+    Acls {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: acls::AclsCommand,
     },
     /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
     /// kafka-delete-records.sh).
@@ -310,10 +318,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             no_metrics,
             secure,
         } => {
-            // Refused before anything is formatted (the nodes' configs check it again).
+            // Checked before anything is formatted (the nodes' configs check it again).
             let mut asked = BTreeMap::new();
             apply_overrides(&mut asked, &overrides)?;
-            config::refuse_unimplemented_security(&asked)?;
+            config::check_security(&asked)?;
             dev(
                 &data_dir,
                 port,
@@ -331,6 +339,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Groups { bootstrap, command } => {
             bootstrap.install_network()?;
             admin_runtime()?.block_on(groups::groups(bootstrap, command))
+        }
+        Command::Acls { bootstrap, command } => {
+            bootstrap.install_network()?;
+            admin_runtime()?.block_on(acls::acls(bootstrap, command))
         }
         Command::Records { bootstrap, command } => {
             bootstrap.install_network()?;
@@ -568,6 +580,10 @@ fn print_secure_settings(secure: &dev_secure::SecureDev, bootstrap: &str) {
         dev_secure::MECHANISM,
         dev_secure::ADMIN_USER,
         secure.dir.display()
+    );
+    eprintln!(
+        "keel: ACLs are on (StandardAuthorizer): {} is the super user; other users get what `keel acls add` grants them",
+        dev_secure::ADMIN_USER
     );
     eprintln!(
         "keel: Kafka client properties (Java, Kafka's tools --command-config, keel --command-config), also in {}:",

@@ -78,8 +78,10 @@ fn advertised_listeners(c: &BrokerConfig) -> Option<String> {
 pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("advertised.listeners", STRING, Derived(advertised_listeners),
         "The listeners given to clients in Metadata (NAME://host:port,...); unset: the broker's listeners, an empty or wildcard host given as localhost."),
+    def("allow.everyone.if.no.acl.found", BOOLEAN, Fixed("false"),
+        "With the authorizer: whether an action on a resource no ACL names is allowed."),
     def("authorizer.class.name", CLASS, Fixed(""),
-        "The authorizer; Keel has none yet and refuses to start with one set."),
+        "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer enables Kafka's ACLs (with super.users and allow.everyone.if.no.acl.found); empty: every request is allowed."),
     def("auto.create.topics.enable", BOOLEAN, Fixed("true"),
         "Whether a Metadata request for a topic that does not exist creates it."),
     def("broker.heartbeat.interval.ms", INT, Fixed("2000"),
@@ -113,9 +115,9 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
     def("group.min.session.timeout.ms", INT, Fixed("6000"),
         "The shortest session timeout a consumer may ask for."),
     def("inter.broker.listener.name", STRING, Null,
-        "The listener brokers use among themselves (it must be PLAINTEXT in Keel)."),
+        "The listener brokers use among themselves; unset: the one of security.inter.broker.protocol."),
     def("listener.security.protocol.map", STRING, Fixed("SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"),
-        "NAME:PROTOCOL for each listener; Keel serves PLAINTEXT listeners only."),
+        "NAME:PROTOCOL for each listener (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
     def("listeners", STRING, Fixed("PLAINTEXT://:9092"),
         "Where the broker (and, for listeners named in controller.listener.names, the controller) listens: NAME://host:port,..."),
     def("log.cleaner.backoff.ms", LONG, Fixed("15000"),
@@ -188,6 +190,8 @@ pub const BROKER_CONFIGS: &[BrokerConfigDef] = &[
         "The protocol brokers use among themselves; Keel has PLAINTEXT only."),
     def("socket.request.max.bytes", INT, Fixed("104857600"),
         "Larger request frames close the connection."),
+    def("super.users", STRING, Null,
+        "With the authorizer: principals every check allows (User:a;User:b)."),
 ];
 
 /// The definition of broker key `name`.

@@ -3,8 +3,8 @@
 //! A config file is a Java `.properties` file; `--override key=value` pairs are applied on top.
 //! Unknown keys are kept (and logged once at startup) so a Kafka `server.properties` can be
 //! reused as it is; a known key with a value of the wrong type is an error that names it.
-//! A configuration that asks for security Keel does not implement yet (TLS, SASL, an
-//! authorizer) is refused before anything else ([`refuse_unimplemented_security`]).
+//! The security settings (the listener protocol map, the authorizer) are checked before
+//! anything else ([`check_security`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,13 +22,6 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("malformed line {line}: {text:?} (expected key=value)")]
     MalformedLine { line: usize, text: String },
-    #[error(
-        "authorization is not implemented yet (it comes with issue 22; TLS and SASL are \
-         served), and Keel does not start with a config that asks for it rather than serve \
-         without it: {}",
-        .0.join("; ")
-    )]
-    SecurityNotImplemented(Vec<String>),
 }
 
 /// Parses the text of a `.properties` file: `key=value` or `key: value` lines, `#`/`!`
@@ -329,6 +322,8 @@ pub(crate) const BROKER_KEYS: &[&str] = &[
     "inter.broker.listener.name",
     SECURITY_INTER_BROKER_PROTOCOL,
     AUTHORIZER_CLASS_NAME,
+    crate::security::authorizer::SUPER_USERS,
+    crate::security::authorizer::ALLOW_EVERYONE_IF_NO_ACL_FOUND,
     crate::metrics::http::METRICS_PORT,
     crate::metrics::http::METRICS_HOST,
 ];
@@ -374,7 +369,7 @@ fn parse_listeners(key: &str, value: &str) -> Result<Vec<Listener>, ConfigError>
 impl BrokerConfig {
     /// Builds the config from properties (file contents with overrides already applied).
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<BrokerConfig, ConfigError> {
-        refuse_unimplemented_security(props)?;
+        check_security(props)?;
         let get = |key: &str| props.get(key).map(String::as_str);
         let node_id = match get("node.id").or(get("broker.id")) {
             Some(v) => parse_value::<i32>("node.id", v)?,
@@ -763,33 +758,20 @@ pub fn standalone_voter(
     Ok(Some((node_id, server.clone())))
 }
 
-// ---- Security Keel does not implement yet ---------------------------------------------------
-//
-// TLS and SASL are served (crate::security); authorization comes with issue 22, which removes
-// this section (and its call at the top of `BrokerConfig::from_properties` and
-// `ControllerServerConfig::from_properties`).
+// ---- Security settings -------------------------------------------------------------------
 
+pub use crate::security::authorizer::AUTHORIZER_CLASS_NAME;
 pub use crate::security::{
     INTER_BROKER_LISTENER_NAME, LISTENER_SECURITY_PROTOCOL_MAP, SECURITY_INTER_BROKER_PROTOCOL,
 };
-/// `authorizer.class.name` (Kafka's default: empty, no authorizer).
-pub const AUTHORIZER_CLASS_NAME: &str = "authorizer.class.name";
 
-/// Refuses a configuration that asks for security Keel does not implement yet — a non-empty
-/// `authorizer.class.name` — rather than run without it. A malformed
-/// `listener.security.protocol.map` is a bad value.
-pub fn refuse_unimplemented_security(props: &BTreeMap<String, String>) -> Result<(), ConfigError> {
+/// Checks the security settings every role reads — `listener.security.protocol.map` and the
+/// authorizer's (`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`) —
+/// so a bad value stops a start (or `keel dev`, before it formats anything) naming its key.
+pub fn check_security(props: &BTreeMap<String, String>) -> Result<(), ConfigError> {
     crate::security::ProtocolMap::from_properties(props, &[])?;
-    match props
-        .get(AUTHORIZER_CLASS_NAME)
-        .filter(|c| !c.trim().is_empty())
-    {
-        Some(class) => Err(ConfigError::SecurityNotImplemented(vec![format!(
-            "{AUTHORIZER_CLASS_NAME}={}",
-            class.trim()
-        )])),
-        None => Ok(()),
-    }
+    crate::security::authorizer::config_from_properties(props)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -863,26 +845,54 @@ mod tests {
 
     use crate::test_support::props;
 
-    fn refusal(pairs: &[(&str, &str)]) -> String {
-        let mut all = props(&[("node.id", "1")]);
-        all.extend(props(pairs));
-        match BrokerConfig::from_properties(&all) {
-            Err(e @ ConfigError::SecurityNotImplemented(_)) => e.to_string(),
-            other => panic!("{pairs:?} was not refused as security: {other:?}"),
-        }
-    }
-
-    // Shows: a config asking for security Keel does not implement yet — an authorizer — stops
-    // the start naming the key (issue 19, "Refuse what it does not do"), also in the controller
-    // role's parser; TLS and SASL listeners are not refused (issue 21).
+    // Shows (issue 22): Kafka's StandardAuthorizer name turns the authorizer on in both
+    // roles, with `super.users` and `allow.everyone.if.no.acl.found`; another class, ZooKeeper's
+    // AclAuthorizer or a bad value stops the start naming its key.
     #[test]
-    fn refuses_security_it_does_not_implement() {
-        let err = refusal(&[(
-            "authorizer.class.name",
-            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        )]);
-        assert!(err.contains("authorizer.class.name="), "{err}");
-        assert!(err.contains("issue 22"), "{err}");
+    fn authorizer_settings_are_checked() {
+        let broker = |pairs: &[(&str, &str)]| {
+            let mut all = props(&[("node.id", "1")]);
+            all.extend(props(pairs));
+            BrokerConfig::from_properties(&all)
+        };
+        let config = broker(&[
+            (
+                "authorizer.class.name",
+                " org.apache.kafka.metadata.authorizer.StandardAuthorizer ",
+            ),
+            ("super.users", "User:admin;User:broker"),
+            ("allow.everyone.if.no.acl.found", "true"),
+        ])
+        .unwrap();
+        let authorizer = config.authorizer.expect("an authorizer");
+        assert!(authorizer.super_users.contains("User:admin"));
+        assert!(authorizer.super_users.contains("User:broker"));
+        assert!(authorizer.allow_everyone_if_no_acl_found);
+        assert!(broker(&[]).unwrap().authorizer.is_none());
+        assert!(broker(&[("authorizer.class.name", "")])
+            .unwrap()
+            .authorizer
+            .is_none());
+        for (key, value) in [
+            ("authorizer.class.name", "x"),
+            (
+                "authorizer.class.name",
+                "kafka.security.authorizer.AclAuthorizer",
+            ),
+            ("super.users", "admin"),
+            ("allow.everyone.if.no.acl.found", "yes"),
+        ] {
+            let err = broker(&[
+                (
+                    "authorizer.class.name",
+                    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                ),
+                (key, value),
+            ])
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(key), "{key}={value}: {err}");
+        }
         let controller =
             crate::controller_server::ControllerServerConfig::from_properties(&props(&[
                 ("node.id", "1"),
@@ -892,7 +902,7 @@ mod tests {
                 ("log.dirs", "/a"),
             ]));
         assert!(
-            matches!(controller, Err(ConfigError::SecurityNotImplemented(_))),
+            matches!(&controller, Err(e) if e.to_string().contains("authorizer.class.name")),
             "{controller:?}"
         );
         for listeners in ["SSL://127.0.0.1:9093", "SASL_SSL://127.0.0.1:9093"] {

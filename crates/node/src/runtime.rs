@@ -110,6 +110,7 @@ impl LocalController {
         props.remove(crate::security::INTER_BROKER_LISTENER_NAME);
         let mut controller = ControllerServerConfig::from_properties(&props)?;
         controller.raw = config.raw.clone();
+        controller.in_process = true;
         controller.broker_listener = (
             config.inter_broker_listener_name.clone(),
             config.protocol_of(&config.inter_broker_listener_name),

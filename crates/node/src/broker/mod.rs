@@ -342,10 +342,9 @@ impl Broker {
         let metrics = config.metrics.broker(config.node_id);
         let request_metrics = config.metrics.requests(config.node_id, "broker");
         let log_dirs_count = log_dirs.len();
-        let authorizer = config
-            .authorizer
-            .clone()
-            .map(crate::security::authorizer::Authorizer::new);
+        let authorizer = config.authorizer.clone().map(|c| {
+            crate::security::authorizer::Authorizer::new(c, Some(request_metrics.clone()))
+        });
         Ok((
             Broker {
                 config,

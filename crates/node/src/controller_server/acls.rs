@@ -30,7 +30,7 @@ pub(super) async fn create(
     settings: &Settings,
     req: CreateAclsRequest,
 ) -> Result<CreateAclsResponse, CallError> {
-    if !settings.acls_enabled {
+    if settings.authorizer.is_none() {
         return Ok(wire::creation_results(&vec![
             Err(disabled());
             req.creations.len()
@@ -67,7 +67,7 @@ pub(super) async fn delete(
     settings: &Settings,
     req: DeleteAclsRequest,
 ) -> Result<DeleteAclsResponse, CallError> {
-    if !settings.acls_enabled {
+    if settings.authorizer.is_none() {
         return Ok(wire::deletion_results(&vec![
             Err(disabled());
             req.filters.len()
@@ -104,7 +104,7 @@ pub(super) fn describe(
     settings: &Settings,
     req: &DescribeAclsRequest,
 ) -> DescribeAclsResponse {
-    if !settings.acls_enabled {
+    if settings.authorizer.is_none() {
         return DescribeAclsResponse::default()
             .with_error_code(ErrorCode::SecurityDisabled.code())
             .with_error_message(Some(StrBytes::from_static_str(

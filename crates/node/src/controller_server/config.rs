@@ -105,6 +105,10 @@ pub struct ControllerServerConfig {
     /// The authorizer's settings (`authorizer.class.name`, ...): without them the ACL APIs
     /// answer `SECURITY_DISABLED`, as Kafka's controller.
     pub authorizer: Option<keel_controller::acl::AuthorizerConfig>,
+    /// The listener is the in-memory channel of a single-node process (its broker the only
+    /// peer that can reach it): its requests are not authorized again — the broker authorized
+    /// each client before forwarding, and its own RPCs come from itself.
+    pub in_process: bool,
     /// `unclean.leader.election.enable` and `unclean.recovery.strategy` when set in the
     /// controller's properties: the defaults stamped on new topics that do not set them
     /// (as `min.insync.replicas` is).
@@ -200,7 +204,7 @@ fn controller_broker_listener(
 impl ControllerServerConfig {
     /// Reads the controller's settings from a properties map.
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
-        crate::config::refuse_unimplemented_security(props)?;
+        crate::config::check_security(props)?;
         let node_id_text = props.get(NODE_ID).ok_or(ConfigError::Missing(NODE_ID))?;
         let node_id = node_id_text
             .trim()
@@ -341,6 +345,7 @@ impl ControllerServerConfig {
             metrics_endpoint,
             metrics: crate::metrics::Metrics::new(),
             tls_reload: crate::security::TlsReload::default(),
+            in_process: false,
             authorizer: crate::security::authorizer::config_from_properties(props)?,
             campaign_when_pristine: false,
             node_id,

@@ -11,10 +11,11 @@ use keel_wire::response;
 use keel_wire::versions::ListenerKind;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch;
 use super::state::ControllerHandle;
 use super::Settings;
+use super::{authorize, dispatch};
 use crate::connection::{self, Reply, RequestHandler, Session};
+use crate::handlers::authz::Authz;
 use crate::net::Listener;
 use crate::raft::Raft;
 use crate::security::ListenerSecurity;
@@ -38,18 +39,37 @@ impl RequestHandler for ControllerHandler {
         Some(&self.settings.request_metrics)
     }
 
-    async fn handle(&self, frame: Bytes, _session: &mut Session) -> Reply {
-        if keel_rpc::peek_api_key(&frame).is_some_and(keel_rpc::is_raft_key) {
+    async fn handle(&self, frame: Bytes, session: &mut Session) -> Reply {
+        // The in-process channel's requests come from this process's broker, which authorized
+        // its clients' requests before forwarding them.
+        let authorizer = self
+            .settings
+            .authorizer
+            .as_ref()
+            .filter(|_| !self.settings.in_process);
+        let machine = self.handle.machine();
+        if let Some(key) = keel_rpc::peek_api_key(&frame).filter(|k| keel_rpc::is_raft_key(*k)) {
+            let context = session.rpc_context(key, "Raft");
+            if !authorize::raft_allowed(&Authz::on_controller(authorizer, machine, context)) {
+                return Reply::Reject(format!(
+                    "{} may not send Raft RPCs: it needs CLUSTER_ACTION on the cluster",
+                    session.principal
+                ));
+            }
             return match crate::raft::rpc::handle(&self.raft, frame).await {
                 Ok(bytes) => Reply::Send(bytes),
                 Err(e) => Reply::Reject(format!("bad Raft RPC: {e}")),
             };
         }
         match request::decode_controller(frame) {
-            Ok(decoded) => match dispatch::dispatch(&self.handle, &self.settings, decoded).await {
-                Ok(bytes) => Reply::Send(bytes),
-                Err(e) => Reply::Reject(format!("controller cannot answer: {e}")),
-            },
+            Ok(decoded) => {
+                let context = session.request_context(decoded.api_key);
+                let authz = Authz::on_controller(authorizer, machine, context);
+                match dispatch::dispatch(&self.handle, &self.settings, decoded, &authz).await {
+                    Ok(bytes) => Reply::Send(bytes),
+                    Err(e) => Reply::Reject(format!("controller cannot answer: {e}")),
+                }
+            }
             Err(e) => match e.answerable_correlation_id() {
                 Some(correlation_id) => {
                     match response::unsupported_api_versions_on(

@@ -7,6 +7,7 @@ use keel_wire::request::{ControllerRequest, DecodedRequest};
 use keel_wire::response;
 use keel_wire::versions::{self, ListenerKind};
 
+use super::authorize::{self, Verdict};
 use super::state::{CallError, ControllerHandle};
 use super::{
     acls, alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
@@ -34,16 +35,33 @@ fn encode<T: Encodable>(
 /// Handles one request. A request that only the active controller can answer gets Kafka's
 /// `NOT_CONTROLLER` on a standby (or when leadership moved before its records committed); the
 /// sender retries against the leader.
+///
+/// `authz` is the sender's view of the authorizer ([`authorize`]): a request it may not send
+/// is refused whole with CLUSTER_AUTHORIZATION_FAILED, or item by item.
 pub(super) async fn dispatch(
     handle: &ControllerHandle,
     settings: &Settings,
     request: DecodedRequest<ControllerRequest>,
+    authz: &crate::handlers::authz::Authz<'_>,
 ) -> Result<Bytes, DispatchError> {
     let key = request.api_key;
     let v = request.api_version();
     let id = request.correlation_id();
+    let verdict = authorize::verdict(authz, &request.body);
+    if verdict == Verdict::Refused {
+        let code = keel_wire::ResponseError::ClusterAuthorizationFailed.code();
+        let message = || {
+            Some(
+                keel_wire::kafka_protocol::protocol::StrBytes::from_static_str(
+                    "Cluster authorization failed.",
+                ),
+            )
+        };
+        return refuse_all(key, v, id, request.body, code, message);
+    }
     let body = request.body.clone();
-    match answer(handle, settings, request).await {
+    let per_item = (verdict == Verdict::PerItem).then_some(authz);
+    match answer(handle, settings, request, per_item).await {
         Ok(bytes) => Ok(bytes),
         Err(AnswerError::Call(CallError::NotController)) => {
             not_controller(key, v, id, body, handle.view().leader)
@@ -78,6 +96,27 @@ fn not_controller(
     body: ControllerRequest,
     leader: Option<i32>,
 ) -> Result<Bytes, DispatchError> {
+    let code = keel_wire::ResponseError::NotController.code();
+    let message = || {
+        Some(keel_wire::kafka_protocol::protocol::StrBytes::from_string(
+            match leader {
+                Some(leader) => format!("this controller is not active; controller {leader} leads"),
+                None => "this controller is not active; no controller leads yet".to_string(),
+            },
+        ))
+    };
+    refuse_all(key, v, id, body, code, message)
+}
+
+/// Error `code` (with `message`) for every item of `body`, in the shape of its response.
+fn refuse_all(
+    key: ApiKey,
+    v: i16,
+    id: i32,
+    body: ControllerRequest,
+    code: i16,
+    message: impl Fn() -> Option<keel_wire::kafka_protocol::protocol::StrBytes>,
+) -> Result<Bytes, DispatchError> {
     use keel_wire::kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
     use keel_wire::kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     use keel_wire::kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
@@ -86,16 +125,6 @@ fn not_controller(
     };
     use keel_wire::kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
     use keel_wire::kafka_protocol::messages::*;
-    use keel_wire::kafka_protocol::protocol::StrBytes;
-    use keel_wire::ResponseError;
-
-    let code = ResponseError::NotController.code();
-    let message = || {
-        Some(StrBytes::from_string(match leader {
-            Some(leader) => format!("this controller is not active; controller {leader} leads"),
-            None => "this controller is not active; no controller leads yet".to_string(),
-        }))
-    };
     use ControllerRequest as R;
     match body {
         R::BrokerRegistration(_) => encode(
@@ -240,7 +269,7 @@ fn not_controller(
             ),
         ),
         R::CreateAcls(r) => {
-            let error = not_controller_error(message());
+            let error = api_error(code, message());
             let results = vec![Err(error); r.creations.len()];
             encode(
                 key,
@@ -250,7 +279,7 @@ fn not_controller(
             )
         }
         R::DeleteAcls(r) => {
-            let error = not_controller_error(message());
+            let error = api_error(code, message());
             let results = vec![Err(error); r.filters.len()];
             encode(
                 key,
@@ -259,20 +288,54 @@ fn not_controller(
                 &crate::handlers::acls::deletion_results(&results),
             )
         }
-        // Answered by any controller: never NOT_CONTROLLER.
-        R::DescribeAcls(_)
-        | R::ApiVersions(_)
-        | R::DescribeCluster(_)
-        | R::Fetch(_)
-        | R::FetchSnapshot(_)
-        | R::DescribeUserScramCredentials(_) => Err(DispatchError::Stopped),
+        // The rest are answered by any controller (never NOT_CONTROLLER), but may be refused.
+        R::DescribeAcls(_) => encode(
+            key,
+            v,
+            id,
+            &DescribeAclsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        R::DescribeCluster(_) => encode(
+            key,
+            v,
+            id,
+            &DescribeClusterResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        R::Fetch(_) => encode(key, v, id, &FetchResponse::default().with_error_code(code)),
+        R::FetchSnapshot(_) => encode(
+            key,
+            v,
+            id,
+            &FetchSnapshotResponse::default().with_error_code(code),
+        ),
+        R::DescribeUserScramCredentials(_) => encode(
+            key,
+            v,
+            id,
+            &DescribeUserScramCredentialsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        R::ApiVersions(_) => encode(
+            key,
+            v,
+            id,
+            &ApiVersionsResponse::default().with_error_code(code),
+        ),
     }
 }
 
+/// Answers `request`; with `per_item`, the items that view may not touch are refused and left
+/// out of what the controller carries out.
 async fn answer(
     handle: &ControllerHandle,
     settings: &Settings,
     request: DecodedRequest<ControllerRequest>,
+    per_item: Option<&crate::handlers::authz::Authz<'_>>,
 ) -> Result<Bytes, AnswerError> {
     let key = request.api_key;
     let v = request.api_version();
@@ -288,11 +351,32 @@ async fn answer(
         R::BrokerRegistration(r) => encode(key, v, id, &membership::register(handle, r, v).await?),
         R::BrokerHeartbeat(r) => encode(key, v, id, &membership::heartbeat(handle, r).await?),
         R::AlterPartition(r) => encode(key, v, id, &alter_partition::handle(handle, r, v).await?),
-        R::CreateTopics(r) => encode(key, v, id, &topics::create(handle, settings, r, v).await?),
-        R::DeleteTopics(r) => encode(key, v, id, &topics::delete(handle, r, v).await?),
-        R::CreatePartitions(r) => encode(key, v, id, &topics::create_partitions(handle, r).await?),
-        R::IncrementalAlterConfigs(r) => {
-            encode(key, v, id, &configs::incremental_alter(handle, r).await?)
+        R::CreateTopics(mut r) => {
+            let refused = per_item.map(|a| authorize::create_topics(a, &mut r));
+            let mut response = topics::create(handle, settings, r, v).await?;
+            response.topics.extend(refused.into_iter().flatten());
+            encode(key, v, id, &response)
+        }
+        R::DeleteTopics(mut r) => {
+            let refused = per_item.map(|a| {
+                let image = handle.machine().image();
+                authorize::delete_topics(a, &image, &mut r)
+            });
+            let mut response = topics::delete(handle, r, v).await?;
+            response.responses.extend(refused.into_iter().flatten());
+            encode(key, v, id, &response)
+        }
+        R::CreatePartitions(mut r) => {
+            let refused = per_item.map(|a| authorize::create_partitions(a, &mut r));
+            let mut response = topics::create_partitions(handle, r).await?;
+            response.results.extend(refused.into_iter().flatten());
+            encode(key, v, id, &response)
+        }
+        R::IncrementalAlterConfigs(mut r) => {
+            let refused = per_item.map(|a| authorize::alter_configs(a, &mut r));
+            let mut response = configs::incremental_alter(handle, r).await?;
+            response.responses.extend(refused.into_iter().flatten());
+            encode(key, v, id, &response)
         }
         R::ElectLeaders(r) => encode(key, v, id, &elect_leaders::handle(handle, r, v).await?),
         R::DescribeCluster(r) => encode(
@@ -316,12 +400,14 @@ async fn answer(
     }?)
 }
 
-/// NOT_CONTROLLER with `message`, as the controller crate's error.
-fn not_controller_error(
+/// Error `code` with `message`, as the controller crate's error.
+fn api_error(
+    code: i16,
     message: Option<keel_wire::kafka_protocol::protocol::StrBytes>,
 ) -> keel_controller::errors::ApiError {
     keel_controller::errors::ApiError::new(
-        keel_controller::errors::ErrorCode::NotController,
+        keel_controller::errors::ErrorCode::from_code(code)
+            .unwrap_or(keel_controller::errors::ErrorCode::UnknownServerError),
         message.map(|m| m.to_string()).unwrap_or_default(),
     )
 }

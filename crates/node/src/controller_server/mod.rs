@@ -30,6 +30,7 @@
 
 mod acls;
 mod alter_partition;
+mod authorize;
 pub mod bootstrap;
 pub mod config;
 mod configs;
@@ -114,8 +115,12 @@ pub(crate) struct Settings {
     pub voters: Vec<(i32, String)>,
     /// The controller listener's request latency.
     pub request_metrics: crate::metrics::RequestMetrics,
-    /// Whether an authorizer is configured (the ACL APIs answer `SECURITY_DISABLED` without).
-    pub acls_enabled: bool,
+    /// The authorizer (`authorizer.class.name`), deciding from the committed image; without
+    /// one every request is allowed and the ACL APIs answer `SECURITY_DISABLED`.
+    pub authorizer: Option<crate::security::authorizer::Authorizer>,
+    /// Requests are not authorized: the listener is a single-node process's in-memory channel
+    /// (`ControllerServerConfig::in_process`).
+    pub in_process: bool,
 }
 
 /// Where the controller's metadata log directory comes from.
@@ -335,7 +340,13 @@ pub async fn serve_observed<L: crate::net::Listener>(
         socket_request_max_bytes: config.socket_request_max_bytes,
         voters: config.quorum_voters.clone(),
         request_metrics: config.metrics.requests(config.node_id, "controller"),
-        acls_enabled: config.authorizer.is_some(),
+        authorizer: config.authorizer.clone().map(|c| {
+            crate::security::authorizer::Authorizer::new(
+                c,
+                Some(config.metrics.requests(config.node_id, "controller")),
+            )
+        }),
+        in_process: config.in_process,
     });
     let controller_metrics = config.metrics.controller(config.node_id);
     info!(

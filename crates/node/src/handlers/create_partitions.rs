@@ -19,12 +19,28 @@ pub async fn handle(
     mut request: CreatePartitionsRequest,
     version: i16,
 ) -> CreatePartitionsResponse {
-    // Kafka: ALTER on each topic; the refused ones are answered here, the rest forwarded.
+    // The refused topics are answered here, the rest forwarded.
     let authz = super::authz::Authz::new(broker, session, ApiKey::CreatePartitions);
+    let refused = authorize(&authz, &mut request);
+    if request.topics.is_empty() && !refused.is_empty() {
+        return CreatePartitionsResponse::default().with_results(refused);
+    }
+    let mut response = forward(broker, &request, version).await;
+    response.results.extend(refused);
+    response
+}
+
+/// Kafka's authorization of CreatePartitions: ALTER on each topic. Takes the refused topics out
+/// of `request`, answered with TOPIC_AUTHORIZATION_FAILED.
+pub(crate) fn authorize(
+    authz: &super::authz::Authz<'_>,
+    request: &mut CreatePartitionsRequest,
+) -> Vec<CreatePartitionsTopicResult> {
     let (allowed, refused): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
         .into_iter()
         .partition(|t| authz.topic(keel_controller::acl::AclOperation::Alter, t.name.as_str()));
-    let refused: Vec<CreatePartitionsTopicResult> = refused
+    request.topics = allowed;
+    refused
         .into_iter()
         .map(|t| {
             CreatePartitionsTopicResult::default()
@@ -32,14 +48,7 @@ pub async fn handle(
                 .with_error_code(keel_wire::ResponseError::TopicAuthorizationFailed.code())
                 .with_error_message(None)
         })
-        .collect();
-    if allowed.is_empty() && !refused.is_empty() {
-        return CreatePartitionsResponse::default().with_results(refused);
-    }
-    request.topics = allowed;
-    let mut response = forward(broker, &request, version).await;
-    response.results.extend(refused);
-    response
+        .collect()
 }
 
 async fn forward(

@@ -29,22 +29,14 @@ pub async fn handle(
     mut request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
-    // Kafka: CREATE on the cluster (asked quietly) or on each topic.
+    use keel_controller::acl::{AclOperation, ResourceType};
     let authz = super::authz::Authz::new(broker, session, ApiKey::CreateTopics);
-    let cluster_create =
-        authz.allows_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME);
     // Authorization, then Keel's config checks; a topic that fails them is answered here, not
     // forwarded.
-    let mut refused = BTreeMap::new();
+    let mut refused = unauthorized(&authz, &request);
     let image = broker.image();
     for topic in &request.topics {
-        if !cluster_create && !authz.topic(AclOperation::Create, topic.name.as_str()) {
-            let e = ApiError::new(
-                keel_wire::ResponseError::TopicAuthorizationFailed,
-                "Authorization failed.",
-            );
-            refused.insert(topic.name.to_string(), e);
+        if refused.contains_key(topic.name.as_str()) {
             continue;
         }
         let mut configs = BTreeMap::new();
@@ -169,8 +161,32 @@ pub async fn handle(
     CreateTopicsResponse::default().with_topics(topics)
 }
 
+/// Kafka's authorization of CreateTopics: CREATE on the cluster (asked quietly) or on each
+/// topic. The refused topics, by name, with TOPIC_AUTHORIZATION_FAILED.
+pub(crate) fn unauthorized(
+    authz: &super::authz::Authz<'_>,
+    request: &CreateTopicsRequest,
+) -> BTreeMap<String, ApiError> {
+    use keel_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+    if authz.allows_quietly(AclOperation::Create, ResourceType::Cluster, CLUSTER_NAME) {
+        return BTreeMap::new();
+    }
+    request
+        .topics
+        .iter()
+        .filter(|t| !authz.topic(AclOperation::Create, t.name.as_str()))
+        .map(|t| {
+            let e = ApiError::new(
+                keel_wire::ResponseError::TopicAuthorizationFailed,
+                "Authorization failed.",
+            );
+            (t.name.to_string(), e)
+        })
+        .collect()
+}
+
 /// A topic's result when it was not created.
-fn failed(name: TopicName, e: &ApiError) -> CreatableTopicResult {
+pub(crate) fn failed(name: TopicName, e: &ApiError) -> CreatableTopicResult {
     CreatableTopicResult::default()
         .with_name(name)
         .with_error_code(e.code())

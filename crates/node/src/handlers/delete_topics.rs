@@ -23,7 +23,8 @@ pub async fn handle(
 ) -> DeleteTopicsResponse {
     // Kafka's controller: DESCRIBE, then DELETE, on each topic (a topic named by an unknown id
     // is left to the controller's UNKNOWN_TOPIC_ID). The refused are answered here.
-    let refused = authorize(broker, session, &mut request);
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DeleteTopics);
+    let refused = authorize(&authz, &broker.image(), &mut request);
     if request.topics.is_empty() && request.topic_names.is_empty() && !refused.is_empty() {
         return DeleteTopicsResponse::default().with_responses(refused);
     }
@@ -33,15 +34,13 @@ pub async fn handle(
 }
 
 /// Takes the topics the session may not delete out of `request`, answered with
-/// TOPIC_AUTHORIZATION_FAILED.
-fn authorize(
-    broker: &Broker,
-    session: &crate::connection::Session,
+/// TOPIC_AUTHORIZATION_FAILED (`image` names the topics given by id).
+pub(crate) fn authorize(
+    authz: &super::authz::Authz<'_>,
+    image: &keel_controller::ClusterImage,
     request: &mut DeleteTopicsRequest,
 ) -> Vec<DeletableTopicResult> {
     use keel_controller::acl::AclOperation;
-    let authz = super::authz::Authz::new(broker, session, ApiKey::DeleteTopics);
-    let image = broker.image();
     let may_delete = |name: &str| {
         authz.topic(AclOperation::Describe, name) && authz.topic(AclOperation::Delete, name)
     };

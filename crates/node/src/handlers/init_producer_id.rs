@@ -27,18 +27,22 @@ pub async fn handle(
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
-    if let Some(id) = &request.transactional_id {
-        debug!(transactional_id = %id.0, "transactions are not supported");
-        return refused(ResponseError::ClusterAuthorizationFailed);
-    }
-    // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on at
-    // least one topic (Kafka's `authorizeByResourceType`).
     let authz = super::authz::Authz::new(
         broker,
         session,
         keel_wire::kafka_protocol::messages::ApiKey::InitProducerId,
     );
     use keel_controller::acl::{AclOperation, ResourceType};
+    if let Some(id) = &request.transactional_id {
+        // Kafka: WRITE on the transactional id first.
+        if !authz.allows(AclOperation::Write, ResourceType::TransactionalId, &id.0) {
+            return refused(ResponseError::TransactionalIdAuthorizationFailed);
+        }
+        debug!(transactional_id = %id.0, "transactions are not supported");
+        return refused(ResponseError::ClusterAuthorizationFailed);
+    }
+    // KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster, or WRITE on at
+    // least one topic (Kafka's `authorizeByResourceType`).
     let cluster = keel_controller::acl::CLUSTER_NAME;
     if !authz.allows_quietly(
         AclOperation::IdempotentWrite,

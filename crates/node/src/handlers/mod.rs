@@ -3,13 +3,13 @@
 
 pub(crate) mod acls;
 mod api_versions;
-mod authz;
+pub(crate) mod authz;
 mod client_quotas;
-mod configs;
-mod create_partitions;
-mod create_topics;
+pub(crate) mod configs;
+pub(crate) mod create_partitions;
+pub(crate) mod create_topics;
 pub mod delete_records;
-mod delete_topics;
+pub(crate) mod delete_topics;
 mod describe_cluster;
 mod describe_log_dirs;
 mod describe_producers;

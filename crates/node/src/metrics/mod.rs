@@ -283,6 +283,7 @@ struct Inner {
     requests: LatencyFamily,
     malformed_requests: Family<ListenerLabels, Counter>,
     failed_authentications: Family<AuthenticationLabels, Counter>,
+    authorizer_denials: Family<RequestLabels, Counter>,
     controllers: Arc<controller::Controllers>,
 }
 
@@ -344,6 +345,13 @@ impl Metrics {
              failed-authentication-total)",
             failed_authentications.clone(),
         );
+        let authorizer_denials = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "authorizer_denials",
+            "Requests (or the items of one) the authorizer refused, per listener and API — \
+             each is logged, rate-limited, to kafka.authorizer.logger",
+            authorizer_denials.clone(),
+        );
         let controllers = Arc::new(controller::Controllers::default());
         controller::register(&mut registry, &controllers);
         Metrics {
@@ -354,6 +362,7 @@ impl Metrics {
                 requests,
                 malformed_requests,
                 failed_authentications,
+                authorizer_denials,
                 controllers,
             }),
         }
@@ -411,6 +420,7 @@ impl Metrics {
                 .malformed_requests
                 .get_or_create_owned(&ListenerLabels { node_id, listener }),
             failed_authentications: self.inner.failed_authentications.clone(),
+            authorizer_denials: self.inner.authorizer_denials.clone(),
             node_id,
             listener,
         }
@@ -537,6 +547,8 @@ pub struct RequestMetrics {
     malformed: Counter,
     /// `keel_failed_authentication_total`, every listener's.
     failed_authentications: Family<AuthenticationLabels, Counter>,
+    /// `keel_authorizer_denials_total`, every listener's.
+    authorizer_denials: Family<RequestLabels, Counter>,
     node_id: i32,
     listener: &'static str,
 }
@@ -555,6 +567,17 @@ impl RequestMetrics {
     /// Counts one connection closed for a malformed request.
     pub fn count_malformed(&self) {
         self.malformed.inc();
+    }
+
+    /// Counts one denial by the authorizer of a request of API `api_key`.
+    pub fn count_denial(&self, api_key: i16) {
+        self.authorizer_denials
+            .get_or_create(&RequestLabels {
+                node_id: self.node_id,
+                listener: self.listener,
+                api: api_name(api_key),
+            })
+            .inc();
     }
 
     /// Counts one connection that failed to authenticate on listener `listener` (its configured

@@ -125,8 +125,8 @@ pub struct Authorizer {
     cache: RwLock<(Arc<Acls>, Arc<AclIndex>)>,
     /// One denial line per second at most; the next says how many were left out.
     log: Mutex<DenialLog>,
-    /// Denials per API key, for the metric.
-    denials: Mutex<BTreeMap<i16, u64>>,
+    /// `keel_authorizer_denials_total` of the listener the authorizer decides for.
+    metrics: Option<crate::metrics::RequestMetrics>,
 }
 
 #[derive(Debug, Default)]
@@ -139,13 +139,17 @@ struct DenialLog {
 const DENIAL_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Authorizer {
-    /// An authorizer with `config` and no bindings yet.
-    pub fn new(config: AuthorizerConfig) -> Authorizer {
+    /// An authorizer with `config` and no bindings yet, counting its denials per API in
+    /// `metrics` (the listener's).
+    pub fn new(
+        config: AuthorizerConfig,
+        metrics: Option<crate::metrics::RequestMetrics>,
+    ) -> Authorizer {
         Authorizer {
             config,
             cache: RwLock::new((Arc::default(), Arc::new(AclIndex::default()))),
             log: Mutex::default(),
-            denials: Mutex::default(),
+            metrics,
         }
     }
 
@@ -265,21 +269,10 @@ impl Authorizer {
         )
     }
 
-    /// Denials so far, per API key.
-    pub fn denials(&self) -> BTreeMap<i16, u64> {
-        self.denials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
     fn denied(&self, context: &RequestContext, action: &Action<'_>, decision: &Decision) {
-        *self
-            .denials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(context.api_key)
-            .or_default() += 1;
+        if let Some(metrics) = &self.metrics {
+            metrics.count_denial(context.api_key);
+        }
         let left_out = {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             let now = std::time::Instant::now();

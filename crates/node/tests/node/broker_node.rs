@@ -1645,9 +1645,11 @@ async fn the_data_path_is_authorized_by_acls() {
     const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     let s = |t: &str| StrBytes::from_string(t.to_string());
     let machine = Machine::formatted();
+    let metrics = keel_node::metrics::Metrics::new();
     let start = |authorizer: AuthorizerConfig| {
         let mut c = config(NODE, &[]);
         c.authorizer = Some(authorizer);
+        c.metrics = metrics.clone();
         machine.start_config(c, Arc::new(SystemClock))
     };
     let root = AuthorizerConfig {
@@ -1844,6 +1846,20 @@ async fn the_data_path_is_authorized_by_acls() {
         idempotent.error_code, 0,
         "WRITE on one topic is enough (KIP-679)"
     );
+    // Every denial is counted per API.
+    let text = metrics.encode();
+    let denials = |api: &str| {
+        text.lines()
+            .find(|l| {
+                l.starts_with("keel_authorizer_denials_total{")
+                    && l.contains(&format!("api=\"{api}\""))
+                    && l.contains("listener=\"broker\"")
+            })
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+    };
+    assert!(denials("Produce").is_some_and(|n| n >= 1.0), "{text}");
+    assert!(denials("Fetch").is_some_and(|n| n >= 1.0), "{text}");
     node.stop().await;
 
     // A DENY of WRITE on every topic shadows the ALLOW: no WRITE anywhere, no producer id.

@@ -1052,7 +1052,7 @@ async fn acls_on_the_controller_listener() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let mut config = ControllerServerConfig::from_properties(&props).unwrap();
-    config.authorizer = Some(keel_controller::acl::AuthorizerConfig::default());
+    config.authorizer = Some(super_user_anonymous());
     let running = start_config(config.clone()).await;
     let mut conn = connect(running.addr).await;
     let create = CreateAclsRequest::default().with_creations(vec![
@@ -1164,4 +1164,170 @@ async fn acls_on_the_controller_listener() {
         .unwrap();
     assert_eq!(refused.error_code, 54);
     plain.stop().await;
+}
+
+/// An authorizer whose only super user is the plaintext listener's `User:ANONYMOUS`.
+fn super_user_anonymous() -> keel_controller::acl::AuthorizerConfig {
+    keel_controller::acl::AuthorizerConfig {
+        super_users: ["User:ANONYMOUS".to_string()].into(),
+        ..Default::default()
+    }
+}
+
+// Shows (issue 22): the controller listener authorizes each sender as Kafka's ControllerApis
+// does — the brokers' RPCs (registration, the metadata Fetch) need CLUSTER_ACTION, a direct
+// admin client needs ALTER / DESCRIBE on the cluster or its operation on each topic, and a
+// sender holding CLUSTER_ACTION (a broker forwarding its authorized clients' requests) is
+// trusted with what it forwards.
+#[tokio::test]
+async fn the_controller_listener_authorizes_its_senders() {
+    use keel_controller::acl::AuthorizerConfig;
+    use keel_wire::kafka_protocol::messages::create_acls_request::AclCreation;
+    let dir = tempfile::tempdir().unwrap();
+    format(dir.path());
+    let mut config = ControllerServerConfig::from_properties(
+        &[
+            ("node.id", "3000".to_string()),
+            ("process.roles", "controller".to_string()),
+            ("listeners", "CONTROLLER://127.0.0.1:0".to_string()),
+            ("metadata.log.dir", dir.path().display().to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    )
+    .unwrap();
+    let grant = |resource_type: i8, name: &str, pattern: i8, operation: i8| {
+        AclCreation::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
+            .with_resource_pattern_type(pattern)
+            .with_principal(s("User:ANONYMOUS"))
+            .with_host(s("*"))
+            .with_operation(operation)
+            .with_permission_type(3)
+    };
+    // As a super user: ANONYMOUS may CREATE topics named `ok-*`, nothing else.
+    config.authorizer = Some(super_user_anonymous());
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    let created: CreateAclsResponse = conn
+        .call_version(
+            ApiKey::CreateAcls,
+            3,
+            &CreateAclsRequest::default().with_creations(vec![grant(2, "ok-", 4, 5)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    running.stop().await;
+
+    let create_topics = CreateTopicsRequest::default()
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(TopicName(s("ok-1")))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+            CreatableTopic::default()
+                .with_name(TopicName(s("no-1")))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+        ])
+        .with_timeout_ms(5_000);
+    let code_of = |r: &CreateTopicsResponse, name: &str| {
+        r.topics
+            .iter()
+            .find(|t| t.name.as_str() == name)
+            .map(|t| t.error_code)
+    };
+
+    // No super user: ANONYMOUS is an admin client with one grant.
+    config.authorizer = Some(AuthorizerConfig::default());
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    // The grant is in the replayed image once ok-1 is no longer refused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let answer = loop {
+        let answer: CreateTopicsResponse = conn
+            .call_version(ApiKey::CreateTopics, 7, &create_topics)
+            .await
+            .unwrap();
+        if code_of(&answer, "ok-1") != Some(29) || std::time::Instant::now() > deadline {
+            break answer;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(answer.topics.len(), 2, "{answer:?}");
+    assert_eq!(code_of(&answer, "no-1"), Some(29), "{answer:?}");
+    // Allowed, and refused only for want of brokers.
+    assert_ne!(code_of(&answer, "ok-1"), Some(29), "{answer:?}");
+    assert_ne!(code_of(&answer, "ok-1"), Some(0), "{answer:?}");
+    let registration = register(&mut conn, 1, -1).await;
+    assert_eq!(
+        registration.error_code, 31,
+        "a broker RPC needs CLUSTER_ACTION"
+    );
+    let fetched: FetchResponse = conn
+        .call_version(ApiKey::Fetch, 12, &metadata_fetch(0, 0, 0))
+        .await
+        .unwrap();
+    assert_eq!(fetched.error_code, 31, "{fetched:?}");
+    assert!(fetched.responses.is_empty(), "no record leaks: {fetched:?}");
+    let cluster: DescribeClusterResponse = conn
+        .call_version(
+            ApiKey::DescribeCluster,
+            1,
+            &DescribeClusterRequest::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(cluster.error_code, 31, "Kafka's controller wants ALTER");
+    let acls: DescribeAclsResponse = conn
+        .call_version(ApiKey::DescribeAcls, 3, &describe_all_acls())
+        .await
+        .unwrap();
+    assert_eq!(acls.error_code, 31);
+    assert!(acls.resources.is_empty());
+    let versions: ApiVersionsResponse = conn
+        .call_version(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(versions.error_code, 0, "ApiVersions is never refused");
+    running.stop().await;
+
+    // CLUSTER_ACTION makes ANONYMOUS a broker: its RPCs and what it forwards are answered.
+    config.authorizer = Some(super_user_anonymous());
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    let created: CreateAclsResponse = conn
+        .call_version(
+            ApiKey::CreateAcls,
+            3,
+            &CreateAclsRequest::default().with_creations(vec![grant(4, "kafka-cluster", 3, 9)]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.results[0].error_code, 0, "{created:?}");
+    running.stop().await;
+    config.authorizer = Some(AuthorizerConfig::default());
+    let running = start_config(config.clone()).await;
+    let mut conn = connect(running.addr).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let registration = loop {
+        let registration = register(&mut conn, 1, -1).await;
+        if registration.error_code != 31 || std::time::Instant::now() > deadline {
+            break registration;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(registration.error_code, 0, "{registration:?}");
+    let answer: CreateTopicsResponse = conn
+        .call_version(ApiKey::CreateTopics, 7, &create_topics)
+        .await
+        .unwrap();
+    assert!(
+        answer.topics.iter().all(|t| t.error_code != 29),
+        "forwarded requests are trusted: {answer:?}"
+    );
+    running.stop().await;
 }

@@ -30,7 +30,7 @@ const RESOURCE_BROKER: i8 = 4;
 
 /// Kafka's authorization of a config resource: `operation` (DESCRIBE_CONFIGS or ALTER_CONFIGS)
 /// on the topic, or on the cluster for a broker (`ConfigHelper` / `ConfigAdminManager`).
-pub(super) fn refused(
+pub(crate) fn refused(
     authz: &super::authz::Authz<'_>,
     operation: keel_controller::acl::AclOperation,
     resource_type: i8,
