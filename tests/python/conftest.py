@@ -102,10 +102,10 @@ def pytest_runtest_makereport(item, call):
 
 
 # Files whose tests judge timing (a token's expiry, a watcher's sample rate through kill -9 of
-# brokers whose every connection is TLS) and failed now and then with a second pytest-xdist
-# worker loading the same two cores: scripts/test runs them alone, after the others
+# brokers whose every connection is TLS, a quota's rate held within 10 %) and failed now and then with a second pytest-xdist
+# worker loading the same two cores (test_quotas.py: so as not to): scripts/test runs them alone, after the others
 # (`-m serial`).
-SERIAL_FILES = {"test_cluster.py", "test_oauthbearer.py"}
+SERIAL_FILES = {"test_cluster.py", "test_oauthbearer.py", "test_quotas.py"}
 
 
 def pytest_configure(config):

@@ -34,7 +34,7 @@ from keel_broker import Broker, free_port, keel_bin, retire
 from keel_cluster import Cluster
 from sasl_config import plain_jaas
 from builds import java_build
-from test_kafka_tools import CACHE as TOOLS_CACHE, POM as TOOLS_POM, KafkaTools, Run, build_tools
+from test_kafka_tools import CACHE as TOOLS_CACHE, CONFIG_COMMAND, POM as TOOLS_POM, KafkaTools, Run, build_tools
 
 WAIT_S = 60
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
@@ -415,11 +415,13 @@ def test_a_revoked_acl_stops_a_running_producer(acl_cluster, acls):
     assert max(delays) < 5.0, delays
 
 
-def test_acls_survive_controller_failover_and_snapshots(acl_cluster, acls, tools):
-    """Thirty ACLs (several snapshots' worth of entries at keel.metadata.snapshot.interval.entries=16)
-    are created; the active controller is killed with -9 and comes back; a controller asked directly
-    (kafka-acls --bootstrap-controller as User:controller) lists them all, and removing them through a
-    broker returns every one — the active controller's image had them."""
+def test_acls_and_quotas_survive_controller_failover_and_snapshots(acl_cluster, acls, tools):
+    """Thirty ACLs and a client quota (several snapshots' worth of entries at
+    keel.metadata.snapshot.interval.entries=16) are created; the active controller is killed with
+    -9 and comes back; a controller asked directly (kafka-acls --bootstrap-controller as
+    User:controller) lists every ACL, removing them through a broker returns every one — the
+    active controller's image had them — and a broker whose disk was wiped learns the quota
+    again from the controllers (`keel quotas list` through it alone)."""
     c = acl_cluster
     prefix = unique_topic("snap")
     names = [f"{prefix}-{i}" for i in range(30)]
@@ -428,6 +430,10 @@ def test_acls_survive_controller_failover_and_snapshots(acl_cluster, acls, tools
                            AclOperation.READ, AclPermissionType.ALLOW) for n in names]
     for b, f in a.create_acls(bindings).items():
         f.result(WAIT_S)
+    quota = tools.run(CONFIG_COMMAND, "--bootstrap-server", c.client_bootstrap, "--command-config", str(acls.config),
+                      "--alter", "--entity-type", "users", "--entity-name", "erin", "--add-config",
+                      "producer_byte_rate=4096000")
+    assert quota.code == 0, quota.report()
     index = c.wait_for_active_controller()
     c.controllers[index].kill9()
     c.wait_for_active_controller(other_than=index)
@@ -453,6 +459,21 @@ def test_acls_survive_controller_failover_and_snapshots(acl_cluster, acls, tools
                                               AclOperation.ANY, AclPermissionType.ANY)])
     removed = list(deleted.values())[0].result(WAIT_S)
     assert sorted(b.name for b in removed) == sorted(names), removed
+
+    c.kill9(0)
+    c.wipe(0)
+    c.restart(0)
+
+    def described() -> list:
+        # `keel quotas` asks the broker it is given, not the least loaded one as Kafka's Admin.
+        p = subprocess.run([str(keel_bin()), "quotas", "list", "--user", "erin", "--json", "--bootstrap-server",
+                            f"127.0.0.1:{c.client_ports[0]}", "--command-config", str(acls.config)],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return json.loads(p.stdout)
+
+    c.wait_for(lambda: described() == [{"entity": {"user": "erin"}, "quotas": {"producer_byte_rate": 4096000.0}}],
+               timeout_s=WAIT_S, what="the wiped broker describes erin's quota")
 
 
 def test_allow_everyone_if_no_acl_found_both_ways(tmp_path_factory):

@@ -189,6 +189,15 @@ pub enum ReplayError {
         /// The mechanism.
         mechanism: &'static str,
     },
+    /// A client quota record AlterClientQuotas would have refused, or the removal of a key
+    /// that is not set.
+    #[error("client quota of {entity}: {reason}")]
+    InvalidClientQuota {
+        /// The entity.
+        entity: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An ACL record CreateAcls would have refused, or a second binding with an existing id or
     /// an existing binding again (Kafka's `AclControlManager.replay`).
     #[error("ACL binding {id}: {reason}")]

@@ -114,6 +114,8 @@ pub struct ClusterImage {
     scram: Arc<ScramUsers>,
     /// ACL bindings (Kafka's `AclControlManager` state); shared with clones until changed.
     acls: Arc<Acls>,
+    /// Client quotas by entity (Kafka's `ClientQuotasImage`); shared with clones until changed.
+    quotas: Arc<crate::quota::ClientQuotas>,
     last_applied: Option<MetadataOffset>,
 }
 
@@ -194,6 +196,11 @@ impl ClusterImage {
     /// Every user's SCRAM credentials.
     pub fn scram_users(&self) -> &ScramUsers {
         &self.scram
+    }
+
+    /// Every client quota, by entity then key.
+    pub fn client_quotas(&self) -> &Arc<crate::quota::ClientQuotas> {
+        &self.quotas
     }
 
     /// Every ACL binding. The `Arc` changes (`Arc::ptr_eq`) exactly when a record changed them,
@@ -388,6 +395,7 @@ impl ClusterImage {
             Record::UserScramCredential(r) => self.put_scram(r),
             Record::RemoveUserScramCredential(r) => self.remove_scram(r),
             Record::AccessControlEntry(r) => self.put_acl(r),
+            Record::ClientQuota(r) => self.apply_client_quota(r),
             Record::RemoveAccessControlEntry(r) => {
                 if !self.acls.by_id.contains_key(&r.id) {
                     return Err(ReplayError::UnknownAcl(r.id));
@@ -398,6 +406,45 @@ impl ClusterImage {
                 Ok(())
             }
         }
+    }
+
+    /// Kafka's `ClientQuotaControlManager.replay`: a key set or removed, checked as
+    /// AlterClientQuotas checks it (removing a key that is not set is an error); an entity
+    /// left without keys is gone.
+    fn apply_client_quota(
+        &mut self,
+        r: &crate::records::ClientQuotaRecord,
+    ) -> Result<(), ReplayError> {
+        let invalid = |reason: String| ReplayError::InvalidClientQuota {
+            entity: r.entity.to_string(),
+            reason,
+        };
+        let parts: Vec<(String, Option<String>)> = r
+            .entity
+            .0
+            .iter()
+            .map(|(t, n)| (t.clone(), n.clone()))
+            .collect();
+        crate::quota::validate_entity(&parts).map_err(|e| invalid(e.message))?;
+        let quotas = Arc::make_mut(&mut self.quotas);
+        if r.remove {
+            let keys = quotas
+                .get_mut(&r.entity)
+                .filter(|keys| keys.contains_key(&r.key))
+                .ok_or_else(|| invalid(format!("no {} to remove", r.key)))?;
+            keys.remove(&r.key);
+            if keys.is_empty() {
+                quotas.remove(&r.entity);
+            }
+        } else {
+            crate::quota::validate_value(&r.entity, &r.key, r.value.0)
+                .map_err(|e| invalid(e.message))?;
+            quotas
+                .entry(r.entity.clone())
+                .or_default()
+                .insert(r.key.clone(), r.value);
+        }
+        Ok(())
     }
 
     /// Kafka's `AclControlManager.replay(AccessControlEntryRecord)`: the binding is checked as
@@ -758,6 +805,16 @@ impl ClusterImage {
                 id: *id,
                 binding: binding.clone(),
             }));
+        }
+        for (entity, keys) in self.quotas.iter() {
+            for (key, value) in keys {
+                records.push(Record::ClientQuota(crate::records::ClientQuotaRecord {
+                    entity: entity.clone(),
+                    key: key.clone(),
+                    value: *value,
+                    remove: false,
+                }));
+            }
         }
         if self.next_producer_id > 0 {
             // The broker and epoch of the last block are not kept; the snapshot keeps the

@@ -132,6 +132,7 @@ pub mod golden;
 pub mod image;
 pub mod partition;
 pub mod partition_change;
+pub mod quota;
 pub mod records;
 pub mod recovery;
 pub mod scram;
@@ -145,9 +146,9 @@ pub use controller::{
 pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
-    LostReplica, LostReplicaReason, Output, ProducerIdBlock, RegisterBrokerRequest,
-    RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
-    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
+    LostReplica, LostReplicaReason, Output, ProducerIdBlock, QuotaAlteration,
+    RegisterBrokerRequest, RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
+    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE, UNENFORCED_QUOTA_KEYS,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

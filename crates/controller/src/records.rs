@@ -60,6 +60,8 @@ pub enum Record {
     AccessControlEntry(AccessControlEntryRecord),
     /// An ACL binding was removed (Kafka's `RemoveAccessControlEntryRecord`).
     RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// A client quota was set or removed (Kafka's `ClientQuotaRecord`, KIP-546).
+    ClientQuota(ClientQuotaRecord),
 }
 
 /// A listener a broker accepts connections on.
@@ -324,4 +326,17 @@ pub struct AccessControlEntryRecord {
 pub struct RemoveAccessControlEntryRecord {
     /// The id of the binding removed.
     pub id: AclId,
+}
+
+/// Kafka's `ClientQuotaRecord`: one key of one entity's quotas set to `value`, or removed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientQuotaRecord {
+    /// The entity.
+    pub entity: crate::quota::QuotaEntity,
+    /// The quota key, e.g. `producer_byte_rate`.
+    pub key: String,
+    /// The value (not used when `remove`).
+    pub value: crate::quota::QuotaValue,
+    /// Whether the key is removed.
+    pub remove: bool,
 }

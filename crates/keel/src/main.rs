@@ -7,6 +7,7 @@ mod alloc_guard;
 mod bench;
 mod dev_secure;
 mod groups;
+mod quotas;
 mod records;
 
 use std::collections::BTreeMap;
@@ -137,6 +138,14 @@ enum Command {
         bootstrap: admin::Bootstrap,
         #[command(subcommand)]
         command: acls::AclsCommand,
+    },
+    /// Client quotas of a running cluster: list, set (producer_byte_rate, consumer_byte_rate per
+    /// user and/or client id).
+    Quotas {
+        #[command(flatten)]
+        bootstrap: admin::Bootstrap,
+        #[command(subcommand)]
+        command: quotas::QuotasCommand,
     },
     /// Records of a running cluster: delete every record below an offset (DeleteRecords, like
     /// kafka-delete-records.sh).
@@ -343,6 +352,10 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Command::Acls { bootstrap, command } => {
             bootstrap.install_network()?;
             admin_runtime()?.block_on(acls::acls(bootstrap, command))
+        }
+        Command::Quotas { bootstrap, command } => {
+            bootstrap.install_network()?;
+            admin_runtime()?.block_on(quotas::quotas(bootstrap, command))
         }
         Command::Records { bootstrap, command } => {
             bootstrap.install_network()?;

@@ -177,6 +177,9 @@ pub struct BrokerConfig {
     /// `log.scrub.bytes.per.second` (Keel): the scrubber's read rate; default 52428800
     /// (50 MiB/s).
     pub log_scrub_bytes_per_second: u64,
+    /// `quota.window.num` and `quota.window.size.seconds`: the windows client quota usage is
+    /// measured over (Kafka's defaults 11 and 1).
+    pub quota_windows: crate::quotas::QuotaWindows,
     /// `producer.id.expiration.ms`: an idempotent producer idle this long is forgotten by the
     /// partitions it wrote to; default 86400000 (1 day).
     pub producer_id_expiration_ms: u64,
@@ -288,6 +291,8 @@ pub(crate) const BROKER_KEYS: &[&str] = &[
     "log.scrub.enable",
     "log.scrub.interval.ms",
     "log.scrub.bytes.per.second",
+    crate::quotas::QUOTA_WINDOW_NUM,
+    crate::quotas::QUOTA_WINDOW_SIZE_SECONDS,
     "producer.id.expiration.ms",
     "producer.id.expiration.check.interval.ms",
     "offsets.topic.num.partitions",
@@ -529,6 +534,32 @@ impl BrokerConfig {
                     })
                 }
                 rate => rate,
+            },
+            quota_windows: {
+                let at_least_one = |key: &str, default: u64| match num(key, default)? {
+                    0 => Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: "0".into(),
+                        reason: "must be at least 1".into(),
+                    }),
+                    // Bounded: a window over a day measures nothing useful.
+                    v if v > 86_400 => Err(ConfigError::InvalidValue {
+                        key: key.into(),
+                        value: v.to_string(),
+                        reason: "must be at most 86400".into(),
+                    }),
+                    v => Ok(v),
+                };
+                crate::quotas::QuotaWindows {
+                    num: at_least_one(
+                        crate::quotas::QUOTA_WINDOW_NUM,
+                        crate::quotas::DEFAULT_QUOTA_WINDOW_NUM.into(),
+                    )? as u32,
+                    size_ms: at_least_one(
+                        crate::quotas::QUOTA_WINDOW_SIZE_SECONDS,
+                        crate::quotas::DEFAULT_QUOTA_WINDOW_SIZE_SECONDS.into(),
+                    )? * 1000,
+                }
             },
             producer_id_expiration_ms: num("producer.id.expiration.ms", 86_400_000)?,
             producer_id_expiration_check_interval_ms: num(

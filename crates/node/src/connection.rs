@@ -83,6 +83,9 @@ pub struct Session {
     pub listener: Arc<str>,
     /// Who the connection authenticated as (`User:ANONYMOUS` without authentication).
     pub principal: KafkaPrincipal,
+    /// Set by a handler whose client exceeded a quota: nothing more is read from the
+    /// connection until then (KIP-219's muting; the response is sent first).
+    pub muted_until: Option<tokio::time::Instant>,
 }
 
 impl Session {
@@ -110,6 +113,7 @@ impl Session {
             peer: peer.into(),
             listener: Arc::from(listener),
             principal: KafkaPrincipal::anonymous(),
+            muted_until: None,
         }
     }
 }
@@ -228,6 +232,7 @@ pub async fn serve<L: Listener, H: RequestHandler>(
                             peer,
                             listener: Arc::from(security.name.as_str()),
                             principal,
+                            muted_until: None,
                         };
                         let gate = security.sasl.clone().map(SaslGate::new);
                         handle_connection(
@@ -433,6 +438,14 @@ async fn handle_connection<S, H>(
             Reply::Nothing => {}
             Reply::Close(reason) => break Closed::Requested(reason),
             Reply::Reject(reason) => break Closed::Rejected(reason),
+        }
+        // A throttled client: its next request is not read before the throttle ends.
+        if let Some(until) = session.muted_until.take() {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break Closed::Shutdown,
+                () = tokio::time::sleep_until(until) => {}
+            }
         }
     };
     let admit_malformed = || {

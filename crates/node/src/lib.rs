@@ -33,6 +33,7 @@ pub mod metadata_log;
 pub mod metrics;
 pub mod net;
 pub mod partition;
+pub mod quotas;
 pub mod raft;
 pub mod runtime;
 pub mod security;

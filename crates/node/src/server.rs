@@ -29,8 +29,10 @@ impl RequestHandler for BrokerHandler {
         {
             return handlers::replica_log_info::handle(&self.0, session, frame);
         }
+        let request_bytes = frame.len();
         match request::decode(frame) {
-            Ok(decoded) => match handlers::dispatch(&self.0, decoded, session).await {
+            Ok(decoded) => match handlers::dispatch(&self.0, decoded, session, request_bytes).await
+            {
                 Ok(reply) => reply,
                 Err(e) => Reply::Reject(format!("cannot answer request: {e:#}")),
             },

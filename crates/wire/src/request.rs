@@ -12,16 +12,16 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AlterConfigsRequest, AlterPartitionRequest,
-    AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest,
-    BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
-    DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest,
-    DescribeClientQuotasRequest, DescribeClusterRequest, DescribeConfigsRequest,
-    DescribeLogDirsRequest, DescribeProducersRequest, DescribeTopicPartitionsRequest,
-    DescribeUserScramCredentialsRequest, ElectLeadersRequest, FetchRequest, FetchSnapshotRequest,
-    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
-    ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest, ProduceRequest,
-    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+    AllocateProducerIdsRequest, AlterClientQuotasRequest, AlterConfigsRequest,
+    AlterPartitionRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
+    BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest,
+    CreateTopicsRequest, DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+    DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
+    DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+    DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
+    FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
+    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
+    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -70,6 +70,7 @@ pub enum Request {
     DescribeProducers(DescribeProducersRequest),
     ListConfigResources(ListConfigResourcesRequest),
     DescribeClientQuotas(DescribeClientQuotasRequest),
+    AlterClientQuotas(AlterClientQuotasRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
 }
@@ -96,6 +97,7 @@ pub enum ControllerRequest {
     DescribeAcls(DescribeAclsRequest),
     CreateAcls(CreateAclsRequest),
     DeleteAcls(DeleteAclsRequest),
+    AlterClientQuotas(AlterClientQuotasRequest),
 }
 
 /// A SASL request, answered by the connection's authenticator on every listener before (and
@@ -304,6 +306,9 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::DescribeClientQuotas => {
             Request::DescribeClientQuotas(DescribeClientQuotasRequest::decode(buf, version)?)
         }
+        ApiKey::AlterClientQuotas => {
+            Request::AlterClientQuotas(AlterClientQuotasRequest::decode(buf, version)?)
+        }
         ApiKey::DescribeUserScramCredentials => Request::DescribeUserScramCredentials(
             DescribeUserScramCredentialsRequest::decode(buf, version)?,
         ),
@@ -355,6 +360,9 @@ fn decode_controller_body(
         ApiKey::DescribeAcls => R::DescribeAcls(DescribeAclsRequest::decode(buf, version)?),
         ApiKey::CreateAcls => R::CreateAcls(CreateAclsRequest::decode(buf, version)?),
         ApiKey::DeleteAcls => R::DeleteAcls(DeleteAclsRequest::decode(buf, version)?),
+        ApiKey::AlterClientQuotas => {
+            R::AlterClientQuotas(AlterClientQuotasRequest::decode(buf, version)?)
+        }
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
 }

@@ -68,6 +68,7 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
     range(ApiKey::OffsetDelete, 0, 0),
     range(ApiKey::DescribeClientQuotas, 0, 1),
+    range(ApiKey::AlterClientQuotas, 0, 1),
     range(ApiKey::DescribeUserScramCredentials, 0, 0),
     range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::DescribeCluster, 0, 2),
@@ -92,6 +93,7 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::AlterClientQuotas, 0, 1),
     range(ApiKey::DescribeUserScramCredentials, 0, 0),
     range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::AlterPartition, 2, 3),
@@ -296,6 +298,9 @@ mod tests {
             ApiKey::DescribeClientQuotas => {
                 both!(DescribeClientQuotasRequest, DescribeClientQuotasResponse)
             }
+            ApiKey::AlterClientQuotas => {
+                both!(AlterClientQuotasRequest, AlterClientQuotasResponse)
+            }
             ApiKey::DescribeUserScramCredentials => both!(
                 DescribeUserScramCredentialsRequest,
                 DescribeUserScramCredentialsResponse
@@ -384,6 +389,7 @@ mod tests {
         (ApiKey::IncrementalAlterConfigs, 0, 1),
         (ApiKey::OffsetDelete, 0, 0),
         (ApiKey::DescribeClientQuotas, 0, 1),
+        (ApiKey::AlterClientQuotas, 0, 1),
         (ApiKey::DescribeUserScramCredentials, 0, 0),
         (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::DescribeCluster, 0, 2),
@@ -406,6 +412,7 @@ mod tests {
         (ApiKey::CreatePartitions, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
+        (ApiKey::AlterClientQuotas, 0, 1),
         (ApiKey::DescribeUserScramCredentials, 0, 0),
         (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::AlterPartition, 2, 3),

@@ -16,6 +16,7 @@ mod elections;
 mod membership;
 mod partitions;
 mod producer_ids;
+mod quotas;
 mod scram;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +33,7 @@ pub use partitions::{
     MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
 };
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
+pub use quotas::{QuotaAlteration, UNENFORCED_QUOTA_KEYS};
 pub use scram::{ScramAlterResult, ScramDeletion, ScramUpsertion};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;

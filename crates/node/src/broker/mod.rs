@@ -187,6 +187,8 @@ pub struct Broker {
     log_starts: log_start::LogStartCheckpoints,
     /// The authorizer (`authorizer.class.name`), deciding from this broker's image.
     authorizer: Option<crate::security::authorizer::Authorizer>,
+    /// Client quota usage (`producer_byte_rate`, `consumer_byte_rate`).
+    quota_usage: crate::quotas::QuotaUsage,
 }
 
 /// The registered listener named `name` (Kafka compares listener names upper-cased); for
@@ -342,6 +344,7 @@ impl Broker {
         let metrics = config.metrics.broker(config.node_id);
         let request_metrics = config.metrics.requests(config.node_id, "broker");
         let log_dirs_count = log_dirs.len();
+        let quota_usage = crate::quotas::QuotaUsage::new(config.quota_windows);
         let authorizer = config.authorizer.clone().map(|c| {
             crate::security::authorizer::Authorizer::new(c, Some(request_metrics.clone()))
         });
@@ -373,6 +376,7 @@ impl Broker {
                 recovery_lost_data: std::sync::atomic::AtomicBool::new(false),
                 refusals: Default::default(),
                 authorizer,
+                quota_usage,
                 log_starts: log_start::LogStartCheckpoints::new(log_dirs_count),
             },
             jobs,
@@ -503,6 +507,50 @@ impl Broker {
     /// allowed, as Kafka).
     pub fn authorizer(&self) -> Option<&crate::security::authorizer::Authorizer> {
         self.authorizer.as_ref()
+    }
+
+    /// Records `bytes` against the client quota of `kind` that applies to `principal` with
+    /// `client_id` (from this broker's image); the throttle time in ms (0: none).
+    pub fn record_quota(
+        &self,
+        principal: &crate::security::KafkaPrincipal,
+        client_id: &str,
+        kind: crate::quotas::QuotaKind,
+        bytes: f64,
+    ) -> u64 {
+        let image = self.image();
+        if image.client_quotas().is_empty() {
+            return 0;
+        }
+        let now = u64::try_from(self.clock.now_ms()).unwrap_or(0);
+        self.quota_usage.record(
+            image.client_quotas(),
+            kind,
+            &principal.name,
+            client_id,
+            bytes,
+            now,
+        )
+    }
+
+    /// Takes back what [`Broker::record_quota`] recorded for a response that was not sent.
+    pub fn unrecord_quota(
+        &self,
+        principal: &crate::security::KafkaPrincipal,
+        client_id: &str,
+        kind: crate::quotas::QuotaKind,
+        bytes: f64,
+    ) {
+        let image = self.image();
+        let now = u64::try_from(self.clock.now_ms()).unwrap_or(0);
+        self.quota_usage.unrecord(
+            image.client_quotas(),
+            kind,
+            &principal.name,
+            client_id,
+            bytes,
+            now,
+        );
     }
 
     pub fn image(&self) -> Arc<ClusterImage> {

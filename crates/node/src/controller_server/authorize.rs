@@ -11,7 +11,7 @@
 //!   (`--bootstrap-controller`) and needs what Kafka's controller asks of it: ALTER on the
 //!   cluster for ElectLeaders, AlterUserScramCredentials, CreateAcls, DeleteAcls and (unlike on
 //!   a broker) DescribeCluster; DESCRIBE on the cluster for DescribeAcls and
-//!   DescribeUserScramCredentials; per topic or resource for CreateTopics (CREATE on the
+//!   DescribeUserScramCredentials; ALTER_CONFIGS on the cluster for AlterClientQuotas; per topic or resource for CreateTopics (CREATE on the
 //!   cluster or topic), DeleteTopics (DESCRIBE and DELETE), CreatePartitions (ALTER) and
 //!   IncrementalAlterConfigs (ALTER_CONFIGS), the refused items answered with
 //!   TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED and the rest carried out.
@@ -59,6 +59,7 @@ fn cluster_operation(body: &ControllerRequest) -> Option<AclOperation> {
         | R::DeleteAcls(_)
         | R::DescribeCluster(_) => Some(AclOperation::Alter),
         R::DescribeAcls(_) | R::DescribeUserScramCredentials(_) => Some(AclOperation::Describe),
+        R::AlterClientQuotas(_) => Some(AclOperation::AlterConfigs),
     }
 }
 

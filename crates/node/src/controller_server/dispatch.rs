@@ -11,7 +11,7 @@ use super::authorize::{self, Verdict};
 use super::state::{CallError, ControllerHandle};
 use super::{
     acls, alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
-    metadata_fetch, producer_ids, scram_credentials, topics, Settings,
+    metadata_fetch, producer_ids, quotas, scram_credentials, topics, Settings,
 };
 
 /// Why a request got no answer; the connection is closed.
@@ -288,6 +288,16 @@ fn refuse_all(
                 &crate::handlers::acls::deletion_results(&results),
             )
         }
+        R::AlterClientQuotas(r) => encode(
+            key,
+            v,
+            id,
+            &crate::handlers::client_quotas::alter_failed(
+                &r,
+                code,
+                message().as_deref().unwrap_or_default(),
+            ),
+        ),
         // The rest are answered by any controller (never NOT_CONTROLLER), but may be refused.
         R::DescribeAcls(_) => encode(
             key,
@@ -397,6 +407,7 @@ async fn answer(
         R::CreateAcls(r) => encode(key, v, id, &acls::create(handle, settings, r).await?),
         R::DeleteAcls(r) => encode(key, v, id, &acls::delete(handle, settings, r).await?),
         R::DescribeAcls(r) => encode(key, v, id, &acls::describe(handle, settings, &r)),
+        R::AlterClientQuotas(r) => encode(key, v, id, &quotas::alter(handle, r).await?),
     }?)
 }
 

@@ -42,6 +42,7 @@ mod fetch_snapshot;
 mod membership;
 mod metadata_fetch;
 mod producer_ids;
+mod quotas;
 mod recovery;
 mod scram_credentials;
 pub mod state;

@@ -1,15 +1,32 @@
-//! DescribeClientQuotas (48): Keel keeps no client quotas yet (quotas are the next issue), so
-//! every valid filter matches nothing — which is what `kafka-configs --describe --entity-type
-//! users` asks first, before it describes the users' SCRAM credentials. The filter is checked
-//! as Kafka's `ClientQuotasImage.describe` checks it, with its errors and messages.
+//! DescribeClientQuotas (48) and AlterClientQuotas (49), KIP-546: the quotas are records of
+//! the metadata log (`keel_controller::quota`). A description is answered from this broker's
+//! image, its filter checked as Kafka's `ClientQuotasImage.describe` checks it, with its errors
+//! and messages; an alteration needs ALTER_CONFIGS on the cluster, is forwarded to the
+//! controller (which checks each entity, key and value as Kafka's `ClientQuotaControlManager`)
+//! and answered once this broker's image shows it, so the quota holds for the next request.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
+use keel_controller::quota::{self, Match, QuotaEntity};
+use keel_controller::ClusterImage;
+use keel_wire::kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as AlterEntityData, EntryData as AlterEntryData,
+};
+use keel_wire::kafka_protocol::messages::describe_client_quotas_response::{
+    EntityData, EntryData, ValueData,
+};
 use keel_wire::kafka_protocol::messages::{
-    DescribeClientQuotasRequest, DescribeClientQuotasResponse,
+    AlterClientQuotasRequest, AlterClientQuotasResponse, ApiKey, DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 use keel_wire::ResponseError;
+
+use crate::broker::Broker;
+
+/// How long the broker waits for a change to reach its own image before answering.
+const METADATA_WAIT_MS: u64 = 5_000;
 
 /// Kafka's `ClientQuotaEntity` types.
 const USER: &str = "user";
@@ -73,41 +90,208 @@ fn check(request: &DescribeClientQuotasRequest) -> Result<(), (ResponseError, St
     Ok(())
 }
 
-/// DescribeClientQuotas: no entries for a valid filter, Kafka's error for an invalid one.
+/// DescribeClientQuotas from this broker's image; Kafka's error for an invalid filter.
 pub fn describe(
-    broker: &crate::broker::Broker,
+    broker: &Broker,
     session: &crate::connection::Session,
     request: DescribeClientQuotasRequest,
 ) -> DescribeClientQuotasResponse {
     // Kafka: DESCRIBE_CONFIGS on the cluster.
-    let authz = super::authz::Authz::new(
-        broker,
-        session,
-        keel_wire::kafka_protocol::messages::ApiKey::DescribeClientQuotas,
-    );
+    let authz = super::authz::Authz::new(broker, session, ApiKey::DescribeClientQuotas);
     if !authz.cluster(keel_controller::acl::AclOperation::DescribeConfigs) {
         return DescribeClientQuotasResponse::default()
-            .with_error_code(keel_wire::ResponseError::ClusterAuthorizationFailed.code())
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code())
             .with_error_message(Some(StrBytes::from_static_str(
                 "Cluster authorization failed.",
             )))
             .with_entries(None);
     }
-    describe_allowed(&request)
+    describe_from(&broker.image(), &request)
 }
 
-/// DescribeClientQuotas for a session allowed to ask.
-fn describe_allowed(request: &DescribeClientQuotasRequest) -> DescribeClientQuotasResponse {
-    match check(request) {
-        Ok(()) => DescribeClientQuotasResponse::default()
-            .with_error_code(0)
-            .with_error_message(None)
-            .with_entries(Some(Vec::new())),
-        Err((error, message)) => DescribeClientQuotasResponse::default()
+/// DescribeClientQuotas answered from `image` (a broker's, or a controller's committed one).
+pub(crate) fn describe_from(
+    image: &ClusterImage,
+    request: &DescribeClientQuotasRequest,
+) -> DescribeClientQuotasResponse {
+    if let Err((error, message)) = check(request) {
+        return DescribeClientQuotasResponse::default()
             .with_error_code(error.code())
             .with_error_message(Some(StrBytes::from_string(message)))
-            .with_entries(None),
+            .with_entries(None);
     }
+    let filter: Vec<(String, Match)> = request
+        .components
+        .iter()
+        .map(|c| {
+            let m = match c.match_type {
+                MATCH_TYPE_SPECIFIED => Match::Specified,
+                _ => Match::Exact(c._match.as_ref().map(|m| m.to_string())),
+            };
+            (c.entity_type.to_string(), m)
+        })
+        .collect();
+    let entries = image
+        .client_quotas()
+        .iter()
+        .filter(|(entity, _)| quota::matches(entity, &filter, request.strict))
+        .map(|(entity, keys)| {
+            EntryData::default()
+                .with_entity(
+                    entity
+                        .0
+                        .iter()
+                        .map(|(t, n)| {
+                            EntityData::default()
+                                .with_entity_type(StrBytes::from_string(t.clone()))
+                                .with_entity_name(n.clone().map(StrBytes::from_string))
+                        })
+                        .collect(),
+                )
+                .with_values(
+                    keys.iter()
+                        .map(|(k, v)| {
+                            ValueData::default()
+                                .with_key(StrBytes::from_string(k.clone()))
+                                .with_value(v.0)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    DescribeClientQuotasResponse::default()
+        .with_error_code(0)
+        .with_error_message(None)
+        .with_entries(Some(entries))
+}
+
+/// The controller's alterations of a request: each entry's entity as given, and each op's new
+/// value (`None`: remove).
+pub(crate) fn alterations_of(
+    request: &AlterClientQuotasRequest,
+) -> Vec<keel_controller::QuotaAlteration> {
+    request
+        .entries
+        .iter()
+        .map(|e| keel_controller::QuotaAlteration {
+            entity: e
+                .entity
+                .iter()
+                .map(|d| {
+                    (
+                        d.entity_type.to_string(),
+                        d.entity_name.as_ref().map(|n| n.to_string()),
+                    )
+                })
+                .collect(),
+            ops: e
+                .ops
+                .iter()
+                .map(|o| (o.key.to_string(), (!o.remove).then_some(o.value)))
+                .collect(),
+        })
+        .collect()
+}
+
+/// AlterClientQuotas' answer: each entry's entity, with its error.
+pub(crate) fn alter_results(
+    request: &AlterClientQuotasRequest,
+    results: &[Result<(), (i16, String)>],
+) -> AlterClientQuotasResponse {
+    AlterClientQuotasResponse::default().with_entries(
+        request
+            .entries
+            .iter()
+            .zip(results)
+            .map(|(e, r)| {
+                let (code, message) = match r {
+                    Ok(()) => (0, None),
+                    Err((code, message)) => (*code, Some(StrBytes::from_string(message.clone()))),
+                };
+                AlterEntryData::default()
+                    .with_error_code(code)
+                    .with_error_message(message)
+                    .with_entity(
+                        e.entity
+                            .iter()
+                            .map(|d| {
+                                AlterEntityData::default()
+                                    .with_entity_type(d.entity_type.clone())
+                                    .with_entity_name(d.entity_name.clone())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
+/// Every entry of `request` failed with `code` and `message`.
+pub(crate) fn alter_failed(
+    request: &AlterClientQuotasRequest,
+    code: i16,
+    message: &str,
+) -> AlterClientQuotasResponse {
+    let results = vec![Err((code, message.to_string())); request.entries.len()];
+    alter_results(request, &results)
+}
+
+/// Whether `image` shows every change of the entries the controller accepted.
+fn applied(image: &ClusterImage, request: &AlterClientQuotasRequest, ok: &BTreeSet<usize>) -> bool {
+    alterations_of(request)
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| ok.contains(i))
+        .all(|(_, a)| {
+            let entity = QuotaEntity(a.entity.iter().cloned().collect());
+            let keys = image.client_quotas().get(&entity);
+            a.ops.iter().all(|(key, value)| {
+                let now = keys.and_then(|k| k.get(key)).map(|v| v.0);
+                match value {
+                    None => now.is_none(),
+                    Some(v) => now.map(f64::to_bits) == Some(v.to_bits()),
+                }
+            })
+        })
+}
+
+/// AlterClientQuotas on a broker: forwarded to the controller.
+pub async fn alter(
+    broker: &Arc<Broker>,
+    session: &crate::connection::Session,
+    request: AlterClientQuotasRequest,
+    version: i16,
+) -> AlterClientQuotasResponse {
+    // Kafka: ALTER_CONFIGS on the cluster, else every entry CLUSTER_AUTHORIZATION_FAILED.
+    let authz = super::authz::Authz::new(broker, session, ApiKey::AlterClientQuotas);
+    if !authz.cluster(keel_controller::acl::AclOperation::AlterConfigs) {
+        let code = ResponseError::ClusterAuthorizationFailed.code();
+        return alter_failed(&request, code, "Cluster authorization failed.");
+    }
+    let answer: AlterClientQuotasResponse = match broker
+        .controller()
+        .forward(ApiKey::AlterClientQuotas, version, &request)
+        .await
+    {
+        Ok(answer) => answer,
+        Err(e) => {
+            let e = super::controller_unavailable(e);
+            return alter_failed(&request, e.code(), e.message.as_deref().unwrap_or_default());
+        }
+    };
+    let ok: BTreeSet<usize> = answer
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.error_code == 0)
+        .map(|(i, _)| i)
+        .collect();
+    if !ok.is_empty() && !request.validate_only && answer.entries.len() == request.entries.len() {
+        broker
+            .await_image(METADATA_WAIT_MS, |image| applied(image, &request, &ok))
+            .await;
+    }
+    answer
 }
 
 #[cfg(test)]
@@ -124,8 +308,10 @@ mod tests {
     }
 
     fn answer(components: Vec<ComponentData>) -> (i16, Option<String>, Option<usize>) {
-        let r =
-            describe_allowed(&DescribeClientQuotasRequest::default().with_components(components));
+        let r = describe_from(
+            &ClusterImage::new(),
+            &DescribeClientQuotasRequest::default().with_components(components),
+        );
         (
             r.error_code,
             r.error_message.map(|m| m.to_string()),
@@ -133,8 +319,9 @@ mod tests {
         )
     }
 
-    // Shows: kafka-configs' filters (a user by name, every user) match no quota — Keel has none
-    // — and Kafka's ClientQuotasImage.describe refusals come with its codes and messages.
+    // Shows: kafka-configs' filters (a user by name, every user) match nothing in an image
+    // without quotas, and Kafka's ClientQuotasImage.describe refusals come with its codes and
+    // messages.
     #[test]
     fn no_quotas_and_kafkas_filter_checks() {
         assert_eq!(

@@ -117,6 +117,34 @@ pub async fn handle(
     }
 }
 
+/// Whether `request` is a consumer's (not a follower's, which client quotas never throttle).
+pub(crate) fn is_consumer(request: &FetchRequest, version: i16) -> bool {
+    if version >= 15 {
+        request.replica_state.replica_id.0 < 0
+    } else {
+        request.replica_id.0 < 0
+    }
+}
+
+/// The record bytes an answer carries (what `consumer_byte_rate` counts).
+pub(crate) fn record_bytes(response: &FetchResponse) -> usize {
+    response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+        .sum()
+}
+
+/// The answer to a consumer over its quota: nothing, and how long to wait (Kafka's
+/// `FetchContext.getThrottledResponse`); it fetches the same offsets again after the throttle.
+pub(crate) fn throttled(response: FetchResponse, throttle_ms: i32) -> FetchResponse {
+    FetchResponse::default()
+        .with_error_code(0)
+        .with_session_id(response.session_id)
+        .with_throttle_time_ms(throttle_ms)
+}
+
 /// Counts what an answer sends: bytes and records to a consumer, bytes to a follower.
 fn count_sent(broker: &Broker, fetcher: Fetcher, response: &FetchResponse) {
     let metrics = &broker.metrics;

@@ -4,7 +4,7 @@
 pub(crate) mod acls;
 mod api_versions;
 pub(crate) mod authz;
-mod client_quotas;
+pub(crate) mod client_quotas;
 pub(crate) mod configs;
 pub(crate) mod create_partitions;
 pub(crate) mod create_topics;
@@ -39,12 +39,30 @@ use keel_wire::response;
 use crate::broker::Broker;
 pub use crate::connection::Reply;
 
-/// Handles one request.
+/// Handles one request of `request_bytes` bytes; a client over its quota gets the throttle time
+/// in the response and its connection is muted for it ([`crate::quotas`]).
 pub async fn dispatch(
     broker: &Arc<Broker>,
     request: DecodedRequest,
-    session: &crate::connection::Session,
+    session: &mut crate::connection::Session,
+    request_bytes: usize,
 ) -> anyhow::Result<Reply> {
+    let (reply, throttle_ms) = answer(broker, request, session, request_bytes).await?;
+    if throttle_ms > 0 {
+        session.muted_until =
+            Some(tokio::time::Instant::now() + std::time::Duration::from_millis(throttle_ms));
+    }
+    Ok(reply)
+}
+
+/// A request's reply and how long its client is throttled (ms).
+async fn answer(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    session: &crate::connection::Session,
+    request_bytes: usize,
+) -> anyhow::Result<(Reply, u64)> {
+    use crate::quotas::QuotaKind;
     let peer = session.peer.as_str();
     let listener = &*session.listener;
     let key = request.api_key;
@@ -61,20 +79,43 @@ pub async fn dispatch(
         Request::Metadata(r) => {
             encode(&metadata::handle(broker, session, r, version, listener).await)?
         }
-        Request::Produce(r) => match produce::handle(broker, session, r, version, listener).await {
-            produce::ProduceOutcome::Respond(body) => encode(&body)?,
-            produce::ProduceOutcome::Silent => return Ok(Reply::Nothing),
-            produce::ProduceOutcome::Close(reason) => return Ok(Reply::Close(reason)),
-        },
+        Request::Produce(r) => {
+            let outcome = produce::handle(broker, session, r, version, listener).await;
+            // Kafka counts the whole request against producer_byte_rate.
+            let throttle = broker.record_quota(
+                &session.principal,
+                client,
+                QuotaKind::Produce,
+                request_bytes as f64,
+            );
+            match outcome {
+                produce::ProduceOutcome::Respond(mut body) => {
+                    body.throttle_time_ms = i32::try_from(throttle).unwrap_or(i32::MAX);
+                    return Ok((Reply::Send(encode(&body)?), throttle));
+                }
+                produce::ProduceOutcome::Silent => return Ok((Reply::Nothing, throttle)),
+                produce::ProduceOutcome::Close(reason) => return Ok((Reply::Close(reason), 0)),
+            }
+        }
         Request::Fetch(r) => {
-            // Record sets leave as their own parts, uncopied (vectored write).
-            let body = fetch::handle(broker, session, r, version, listener).await;
+            let consumer = fetch::is_consumer(&r, version);
+            let mut body = fetch::handle(broker, session, r, version, listener).await;
+            let mut throttle = 0;
+            if consumer {
+                let bytes = fetch::record_bytes(&body) as f64;
+                throttle = broker.record_quota(&session.principal, client, QuotaKind::Fetch, bytes);
+                if throttle > 0 {
+                    // The records are not sent: they do not count (Kafka's unrecord).
+                    broker.unrecord_quota(&session.principal, client, QuotaKind::Fetch, bytes);
+                    body = fetch::throttled(body, i32::try_from(throttle).unwrap_or(i32::MAX));
+                }
+            }
             broker.refusals.note(key, client, peer, &body);
-            return Ok(Reply::SendParts(response::encode_fetch(
-                version,
-                correlation_id,
-                body,
-            )?));
+            // Record sets leave as their own parts, uncopied (vectored write).
+            return Ok((
+                Reply::SendParts(response::encode_fetch(version, correlation_id, body)?),
+                throttle,
+            ));
         }
         Request::ListOffsets(r) => encode(&list_offsets::handle(broker, session, r, version))?,
         Request::OffsetForLeaderEpoch(r) => {
@@ -134,6 +175,9 @@ pub async fn dispatch(
             encode(&list_config_resources::handle(broker, session, r, version))?
         }
         Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(broker, session, r))?,
+        Request::AlterClientQuotas(r) => {
+            encode(&client_quotas::alter(broker, session, r, version).await)?
+        }
         Request::DescribeUserScramCredentials(r) => {
             encode(&scram_credentials::describe(broker, session, r))?
         }
@@ -141,7 +185,7 @@ pub async fn dispatch(
             encode(&scram_credentials::alter(broker, session, r, version).await)?
         }
     };
-    Ok(Reply::Send(bytes))
+    Ok((Reply::Send(bytes), 0))
 }
 
 /// A response body `dispatch` can log the refusal of and encode.

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
-    AlterConfigsResponse, AlterUserScramCredentialsResponse, CreateAclsResponse,
-    CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse, DeleteGroupsResponse,
-    DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
+    AlterClientQuotasResponse, AlterConfigsResponse, AlterUserScramCredentialsResponse,
+    CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse,
+    DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
     DescribeClientQuotasResponse, DescribeClusterResponse, DescribeConfigsResponse,
     DescribeGroupsResponse, DescribeLogDirsResponse, DescribeProducersResponse,
     DescribeTopicPartitionsResponse, DescribeUserScramCredentialsResponse, ElectLeadersResponse,
@@ -446,6 +446,28 @@ impl Refusal for DescribeUserScramCredentialsResponse {
         for r in &self.results {
             first.see(r.error_code, r.error_message.as_ref(), || {
                 r.user.to_string()
+            });
+        }
+        first.0
+    }
+}
+
+impl Refusal for AlterClientQuotasResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for e in &self.entries {
+            first.see(e.error_code, e.error_message.as_ref(), || {
+                e.entity
+                    .iter()
+                    .map(|d| {
+                        format!(
+                            "{}={}",
+                            d.entity_type.as_str(),
+                            d.entity_name.as_deref().unwrap_or("<default>")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
             });
         }
         first.0

@@ -2105,3 +2105,123 @@ async fn admin_and_group_apis_are_authorized_by_acls() {
     assert_eq!(client.group_ids().await, ["g"]);
     node.stop().await;
 }
+
+// Shows (issue 22): AlterClientQuotas through a broker reaches the controller, is answered once
+// the broker's image has it (DescribeClientQuotas at once shows it, with Kafka's filters), and
+// refuses what Kafka refuses per entry; with an authorizer it needs ALTER_CONFIGS on the
+// cluster (CLUSTER_AUTHORIZATION_FAILED for every entry without).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_quotas_are_altered_and_described_through_the_broker() {
+    use keel_controller::acl::AuthorizerConfig;
+    use keel_wire::kafka_protocol::messages::alter_client_quotas_request::{
+        EntityData, EntryData, OpData,
+    };
+    use keel_wire::kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    use keel_wire::kafka_protocol::messages::{
+        AlterClientQuotasRequest, AlterClientQuotasResponse, DescribeClientQuotasRequest,
+        DescribeClientQuotasResponse,
+    };
+    let s = |t: &str| StrBytes::from_string(t.to_string());
+    let entry = |entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]| {
+        EntryData::default()
+            .with_entity(
+                entity
+                    .iter()
+                    .map(|(t, n)| {
+                        EntityData::default()
+                            .with_entity_type(s(t))
+                            .with_entity_name(n.map(s))
+                    })
+                    .collect(),
+            )
+            .with_ops(
+                ops.iter()
+                    .map(|(k, v)| {
+                        OpData::default()
+                            .with_key(s(k))
+                            .with_value(v.unwrap_or(0.0))
+                            .with_remove(v.is_none())
+                    })
+                    .collect(),
+            )
+    };
+    let alter = AlterClientQuotasRequest::default().with_entries(vec![
+        entry(
+            &[("user", Some("alice"))],
+            &[("producer_byte_rate", Some(1048576.0))],
+        ),
+        entry(
+            &[("user", None), ("client-id", None)],
+            &[("consumer_byte_rate", Some(2e6))],
+        ),
+        entry(&[("ip", Some("1.2.3.4")), ("user", Some("x"))], &[]),
+    ]);
+    let machine = Machine::formatted();
+    let node = machine
+        .start_config(config(NODE, &[]), Arc::new(SystemClock))
+        .await;
+    let mut client = machine.client(&node).await;
+    let altered: AlterClientQuotasResponse = client
+        .conn
+        .call_version(ApiKey::AlterClientQuotas, 1, &alter)
+        .await
+        .unwrap();
+    let codes: Vec<i16> = altered.entries.iter().map(|e| e.error_code).collect();
+    assert_eq!(codes, [0, 0, 42], "{altered:?}");
+    let describe = |components: Vec<ComponentData>, strict: bool| {
+        DescribeClientQuotasRequest::default()
+            .with_components(components)
+            .with_strict(strict)
+    };
+    let user_alice = ComponentData::default()
+        .with_entity_type(s("user"))
+        .with_match_type(0)
+        .with_match(Some(s("alice")));
+    let described: DescribeClientQuotasResponse = client
+        .conn
+        .call_version(
+            ApiKey::DescribeClientQuotas,
+            1,
+            &describe(vec![user_alice.clone()], true),
+        )
+        .await
+        .unwrap();
+    let entries = described.entries.unwrap();
+    assert_eq!(entries.len(), 1, "at once, from the broker's own image");
+    assert_eq!(entries[0].values[0].key.as_str(), "producer_byte_rate");
+    assert_eq!(entries[0].values[0].value, 1048576.0);
+    let everything: DescribeClientQuotasResponse = client
+        .conn
+        .call_version(ApiKey::DescribeClientQuotas, 1, &describe(vec![], false))
+        .await
+        .unwrap();
+    assert_eq!(everything.entries.unwrap().len(), 2);
+    node.stop().await;
+
+    // With an authorizer and no grant: refused, nothing changes.
+    let mut c = config(NODE, &[]);
+    c.authorizer = Some(AuthorizerConfig::default());
+    let node = machine.start_config(c, Arc::new(SystemClock)).await;
+    let mut client = machine.client(&node).await;
+    let removal = AlterClientQuotasRequest::default().with_entries(vec![entry(
+        &[("user", Some("alice"))],
+        &[("producer_byte_rate", None)],
+    )]);
+    let refused: AlterClientQuotasResponse = client
+        .conn
+        .call_version(ApiKey::AlterClientQuotas, 1, &removal)
+        .await
+        .unwrap();
+    assert_eq!(refused.entries[0].error_code, 31, "{refused:?}");
+    let described: DescribeClientQuotasResponse = client
+        .conn
+        .call_version(
+            ApiKey::DescribeClientQuotas,
+            1,
+            &describe(vec![user_alice], true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(described.error_code, 31, "DESCRIBE_CONFIGS on the cluster");
+    node.stop().await;
+}
