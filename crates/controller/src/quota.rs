@@ -147,7 +147,7 @@ pub fn validate_entity(parts: &[(String, Option<String>)]) -> Result<QuotaEntity
             ));
         }
         if let Some(Some(ip)) = entity.get(IP) {
-            if ip.parse::<std::net::IpAddr>().is_err() {
+            if ip.parse::<core::net::IpAddr>().is_err() {
                 return Err(invalid(format!(
                     "{ip} is not a valid IP or resolvable host."
                 )));
