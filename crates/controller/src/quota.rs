@@ -264,15 +264,21 @@ pub fn resolve(
     })
 }
 
-/// The `connection_creation_rate` of `ip`: its own, else the ip default.
-pub fn ip_connection_rate(quotas: &ClientQuotas, ip: &str) -> Option<f64> {
-    let of = |name: Option<&str>| {
-        quotas
-            .get(&QuotaEntity::of([(IP, name)]))
-            .and_then(|k| k.get(CONNECTION_CREATION_RATE))
-            .map(|v| v.0)
-    };
-    of(Some(ip)).or_else(|| of(None))
+/// The `connection_creation_rate` of `ip`: its own, else the ip default. An entity names its
+/// address however it was written (`::1` and `0:0:0:0:0:0:0:1` are one address), as Kafka
+/// resolves the name to an `InetAddress`; an IPv4 address mapped into IPv6 is the IPv4 one.
+pub fn ip_connection_rate(quotas: &ClientQuotas, ip: core::net::IpAddr) -> Option<f64> {
+    let ip = ip.to_canonical();
+    let rate =
+        |keys: &BTreeMap<String, QuotaValue>| keys.get(CONNECTION_CREATION_RATE).map(|v| v.0);
+    let own = quotas.iter().find_map(|(entity, keys)| {
+        let name = entity.get(IP)??;
+        let addr = name.parse::<core::net::IpAddr>().ok()?;
+        (entity.0.len() == 1 && addr.to_canonical() == ip)
+            .then(|| rate(keys))
+            .flatten()
+    });
+    own.or_else(|| quotas.get(&QuotaEntity::of([(IP, None)])).and_then(rate))
 }
 
 #[cfg(test)]
@@ -420,5 +426,30 @@ mod tests {
         assert!(matches(&pair, &f(&[(CLIENT_ID, Match::Specified)]), false));
         assert!(matches(&user, &[], false));
         assert!(!matches(&user, &[], true));
+    }
+
+    // Shows: an ip's own connection_creation_rate wins over the ip default, whichever way either
+    // address is written (IPv6 short or long, IPv4 mapped into IPv6); other ips get the default.
+    #[test]
+    fn ip_rates_match_addresses_however_written() {
+        let mut quotas = ClientQuotas::new();
+        let set = |quotas: &mut ClientQuotas, ip: Option<&str>, v: f64| {
+            quotas
+                .entry(QuotaEntity::of([(IP, ip)]))
+                .or_default()
+                .insert(CONNECTION_CREATION_RATE.to_string(), QuotaValue(v));
+        };
+        set(&mut quotas, Some("0:0:0:0:0:0:0:1"), 1.0);
+        set(&mut quotas, Some("10.0.0.7"), 2.0);
+        let ip = |s: &str| s.parse::<core::net::IpAddr>().unwrap();
+        assert_eq!(ip_connection_rate(&quotas, ip("::1")), Some(1.0));
+        assert_eq!(
+            ip_connection_rate(&quotas, ip("::ffff:10.0.0.7")),
+            Some(2.0)
+        );
+        assert_eq!(ip_connection_rate(&quotas, ip("10.0.0.8")), None);
+        set(&mut quotas, None, 5.0);
+        assert_eq!(ip_connection_rate(&quotas, ip("10.0.0.8")), Some(5.0));
+        assert_eq!(ip_connection_rate(&quotas, ip("10.0.0.7")), Some(2.0));
     }
 }

@@ -195,6 +195,12 @@ pub trait RequestHandler: Clone + Send + Sync + 'static {
     fn request_metrics(&self) -> Option<&RequestMetrics> {
         None
     }
+
+    /// How long a connection just accepted from `peer` on the listener named `listener` is
+    /// held unanswered and then closed (an ip over its `connection_creation_rate`); 0: serve it.
+    fn connection_throttle_ms(&self, _peer: &str, _listener: &str) -> u64 {
+        0
+    }
 }
 
 /// Accepts connections until `shutdown` is cancelled, then stops them all; when this returns no
@@ -216,6 +222,22 @@ pub async fn serve<L: Listener, H: RequestHandler>(
             () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let throttle_ms = handler.connection_throttle_ms(&peer, &security.name);
+                    if throttle_ms > 0 {
+                        // As Kafka's acceptor: not read, not answered, closed when the throttle
+                        // ends, so a client reconnecting in a loop is slowed to the rate.
+                        debug!(%peer, listener = %security.name, throttle_ms, "connection over its ip's connection_creation_rate: closing it unanswered");
+                        let shutdown = shutdown.clone();
+                        connections.spawn(async move {
+                            tokio::select! {
+                                () = shutdown.cancelled() => {}
+                                () = tokio::time::sleep(std::time::Duration::from_millis(throttle_ms)) => {}
+                            }
+                            drop(stream);
+                        });
+                        while connections.try_join_next().is_some() {}
+                        continue;
+                    }
                     let (handler, shutdown) = (handler.clone(), shutdown.clone());
                     let (malformed, handshakes) = (malformed.clone(), handshakes.clone());
                     let security = security.clone();

@@ -59,6 +59,8 @@ pub enum QuotaKind {
     Produce,
     /// Bytes fetched by consumers (`consumer_byte_rate`).
     Fetch,
+    /// Connections accepted from one ip (`connection_creation_rate`, KIP-612).
+    Connection,
 }
 
 impl QuotaKind {
@@ -66,6 +68,7 @@ impl QuotaKind {
         match self {
             QuotaKind::Produce => quota::PRODUCER_BYTE_RATE,
             QuotaKind::Fetch => quota::CONSUMER_BYTE_RATE,
+            QuotaKind::Connection => quota::CONNECTION_CREATION_RATE,
         }
     }
 }
@@ -151,6 +154,55 @@ impl QuotaUsage {
         }
     }
 
+    /// Records a connection accepted from `ip` at `now_ms` against its `connection_creation_rate`
+    /// and answers how long it is to be held unanswered before it is closed (0: within the
+    /// rate, or no quota applies). As Kafka's `ConnectionQuotas`, a connection over the rate
+    /// is not counted: it is refused, and the ones accepted are what the quota limits. The
+    /// throttle is at most the whole quota window, after which the rate has started afresh.
+    pub fn record_connection(
+        &self,
+        quotas: &ClientQuotas,
+        ip: core::net::IpAddr,
+        now_ms: u64,
+    ) -> u64 {
+        let Some(limit) = quota::ip_connection_rate(quotas, ip) else {
+            return 0;
+        };
+        let w = self.windows;
+        let mut guard = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        let (usage, last_sweep) = &mut *guard;
+        Self::sweep(usage, last_sweep, now_ms, w);
+        let key = (
+            QuotaKind::Connection,
+            ip.to_canonical().to_string(),
+            String::new(),
+        );
+        let entry = usage.entry(key).or_default();
+        entry.record(1.0, now_ms, w);
+        let (rate, window_ms) = entry.rate(now_ms, w);
+        if rate <= limit {
+            return 0;
+        }
+        entry.record(-1.0, now_ms, w);
+        let throttle = ((rate - limit) / limit.max(f64::MIN_POSITIVE) * window_ms as f64).round();
+        (throttle as u64).clamp(1, u64::from(w.num) * w.size_ms)
+    }
+
+    /// Forgets the keys idle for a whole quota window (their rate is 0 by then), at most once a
+    /// window.
+    fn sweep(
+        usage: &mut HashMap<UsageKey, Usage>,
+        last_sweep: &mut u64,
+        now_ms: u64,
+        w: QuotaWindows,
+    ) {
+        let expire = u64::from(w.num) * w.size_ms;
+        if now_ms.saturating_sub(*last_sweep) >= expire {
+            usage.retain(|_, s| now_ms.saturating_sub(s.last_ms) < expire);
+            *last_sweep = now_ms;
+        }
+    }
+
     /// Records `value` (bytes) for `user` (the principal's name) with `client_id` at `now_ms`
     /// and answers how long the client is throttled (0: within its quota, or no quota applies).
     pub fn record(
@@ -168,12 +220,7 @@ impl QuotaUsage {
         let w = self.windows;
         let mut guard = self.usage.lock().unwrap_or_else(|p| p.into_inner());
         let (usage, last_sweep) = &mut *guard;
-        // Forget pairs idle for a whole quota window (their rate is 0 by then).
-        let expire = u64::from(w.num) * w.size_ms;
-        if now_ms.saturating_sub(*last_sweep) >= expire {
-            usage.retain(|_, s| now_ms.saturating_sub(s.last_ms) < expire);
-            *last_sweep = now_ms;
-        }
+        Self::sweep(usage, last_sweep, now_ms, w);
         let entry = usage.entry((kind, u, c)).or_default();
         entry.record(value, now_ms, w);
         let (rate, window_ms) = entry.rate(now_ms, w);
@@ -325,5 +372,34 @@ mod tests {
         assert!(usage.record(&q, QuotaKind::Fetch, "u", "c", 50_000.0, 0) > 0);
         usage.unrecord(&q, QuotaKind::Fetch, "u", "c", 50_000.0, 0);
         assert_eq!(usage.record(&q, QuotaKind::Fetch, "u", "c", 500.0, 0), 0);
+    }
+
+    // Shows: an ip may open `connection_creation_rate` connections a second; the next is refused
+    // for (rate - quota) / quota × window and not counted, so the ip may connect again once the
+    // rate falls; other ips and ips without a quota are not limited.
+    #[test]
+    fn connections_over_an_ips_rate_are_refused_and_not_counted() {
+        let mut q = ClientQuotas::new();
+        q.entry(QuotaEntity::of([(quota::IP, Some("10.0.0.1"))]))
+            .or_default()
+            .insert(quota::CONNECTION_CREATION_RATE.to_string(), QuotaValue(2.0));
+        let usage = QuotaUsage::new(QuotaWindows::default());
+        let ip = |s: &str| s.parse::<core::net::IpAddr>().unwrap();
+        assert_eq!(usage.record_connection(&q, ip("10.0.0.1"), 0), 0);
+        assert_eq!(usage.record_connection(&q, ip("10.0.0.1"), 10), 0);
+        // A third at 20 ms: 3 over 1.02 s against 2/s → (2.94 - 2) / 2 × 1.02 s.
+        assert_eq!(usage.record_connection(&q, ip("10.0.0.1"), 20), 480);
+        assert_eq!(usage.record_connection(&q, ip("::ffff:10.0.0.1"), 30), 470);
+        for n in 0..100 {
+            assert_eq!(usage.record_connection(&q, ip("10.0.0.2"), n), 0);
+        }
+        // The refused ones were not counted: at 1.5 s two in 1.5 s is within 2/s.
+        assert_eq!(usage.record_connection(&q, ip("10.0.0.1"), 1_500), 0);
+        // A steady client just under its rate is never refused.
+        let mut refused = 0;
+        for n in 0..200u64 {
+            refused += u64::from(usage.record_connection(&q, ip("10.0.0.1"), 3_000 + n * 550) > 0);
+        }
+        assert_eq!(refused, 0);
     }
 }

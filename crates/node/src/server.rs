@@ -23,6 +23,10 @@ impl RequestHandler for BrokerHandler {
         Some(&self.0.request_metrics)
     }
 
+    fn connection_throttle_ms(&self, peer: &str, listener: &str) -> u64 {
+        self.0.connection_throttle_ms(peer, listener)
+    }
+
     async fn handle(&self, frame: Bytes, session: &mut Session) -> Reply {
         if keel_wire::keel_rpc::peek_api_key(&frame)
             == Some(keel_wire::keel_rpc::GET_REPLICA_LOG_INFO_KEY)

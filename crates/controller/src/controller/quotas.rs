@@ -17,7 +17,6 @@ use crate::records::{ClientQuotaRecord, Record};
 pub const UNENFORCED_QUOTA_KEYS: &[&str] = &[
     quota::REQUEST_PERCENTAGE,
     quota::CONTROLLER_MUTATION_RATE,
-    quota::CONNECTION_CREATION_RATE,
 ];
 
 /// One entity's changes: its (type, name) pairs as the request gave them, and each key's new
@@ -102,8 +101,8 @@ impl Controller {
                     if UNENFORCED_QUOTA_KEYS.contains(&key.as_str()) {
                         return Err(invalid(format!(
                             "Keel does not enforce {key} yet: it is refused rather than \
-                             stored as if it held (producer_byte_rate and consumer_byte_rate \
-                             are enforced)"
+                             stored as if it held (producer_byte_rate, consumer_byte_rate and \
+                             connection_creation_rate are enforced)"
                         )));
                     }
                     if now != Some(&QuotaValue(*v)) {

@@ -533,6 +533,25 @@ impl Broker {
         )
     }
 
+    /// How long a connection just accepted from `peer` on `listener` is held unanswered before
+    /// it is closed, by its ip's `connection_creation_rate` (KIP-612); 0: served. Brokers
+    /// connecting on the inter-broker listener are never limited.
+    pub fn connection_throttle_ms(&self, peer: &str, listener: &str) -> u64 {
+        if listener.eq_ignore_ascii_case(&self.config.inter_broker_listener_name) {
+            return 0;
+        }
+        let image = self.image();
+        if image.client_quotas().is_empty() {
+            return 0;
+        }
+        let Ok(addr) = peer.parse::<std::net::SocketAddr>() else {
+            return 0;
+        };
+        let now = u64::try_from(self.clock.now_ms()).unwrap_or(0);
+        self.quota_usage
+            .record_connection(image.client_quotas(), addr.ip(), now)
+    }
+
     /// Takes back what [`Broker::record_quota`] recorded for a response that was not sent.
     pub fn unrecord_quota(
         &self,
