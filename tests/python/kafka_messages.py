@@ -13,6 +13,8 @@ from kafka.protocol.admin.client_quotas import DescribeClientQuotasRequest, Desc
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
 from kafka.protocol.admin.configs import ListConfigResourcesRequest, ListConfigResourcesResponse
 from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
+from kafka.protocol.admin.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+                                         CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse)
 from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
@@ -26,6 +28,9 @@ from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterU
 RESPONSES = {
     AlterUserScramCredentialsRequest: AlterUserScramCredentialsResponse,
     ApiVersionsRequest: ApiVersionsResponse,
+    CreatePartitionsRequest: CreatePartitionsResponse,
+    CreateTopicsRequest: CreateTopicsResponse,
+    DeleteTopicsRequest: DeleteTopicsResponse,
     DescribeClientQuotasRequest: DescribeClientQuotasResponse,
     DescribeClusterRequest: DescribeClusterResponse,
     DescribeGroupsRequest: DescribeGroupsResponse,
@@ -44,10 +49,11 @@ FRAME_MAX_BYTES = 64 * 1024 * 1024
 class MessageConnection:
     """One blocking connection; `call` sends a request and returns the decoded response."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = RECV_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = RECV_TIMEOUT_S, client_id: str = "keel-tests") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.next_correlation_id = 1
+        self.client_id = client_id
 
     def __enter__(self) -> "MessageConnection":
         return self
@@ -69,7 +75,7 @@ class MessageConnection:
         request = request_class[version](**_structs(request_class, fields))
         correlation_id = self.next_correlation_id
         self.next_correlation_id += 1
-        request.with_header(correlation_id=correlation_id, client_id="keel-tests")
+        request.with_header(correlation_id=correlation_id, client_id=self.client_id)
         self.sock.sendall(request.encode(version=version, header=True, framed=True))
         (size,) = struct.unpack(">i", self._recv_exact(4))
         assert 0 <= size <= FRAME_MAX_BYTES, f"response frame size {size}"
@@ -82,7 +88,7 @@ class MessageConnection:
         """Sends a request the broker should refuse by closing the connection (a version it does
         not serve); True if it did, False if it answered."""
         request = request_class[version](**_structs(request_class, fields))
-        request.with_header(correlation_id=self.next_correlation_id, client_id="keel-tests")
+        request.with_header(correlation_id=self.next_correlation_id, client_id=self.client_id)
         self.sock.sendall(request.encode(version=version, header=True, framed=True))
         try:
             return self.sock.recv(4) == b""

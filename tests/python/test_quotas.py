@@ -12,6 +12,7 @@ throttle time in the response, the connection muted for it), ConfigCommand (the 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
 import subprocess
@@ -26,7 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, free_port, keel_bin, retire
 from sasl_config import plain_jaas
-from test_kafka_tools import CONFIG_COMMAND, KafkaTools, build_tools
+from kafka_messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MessageConnection
+from test_kafka_tools import CONFIG_COMMAND, TOPIC_COMMAND, KafkaTools, build_tools
 
 WAIT_S = 60
 USERS = {u: f"{u}-secret" for u in ("admin", "alice", "bob", "carol")}
@@ -276,3 +278,73 @@ def test_connections_over_an_ips_rate_are_closed_unanswered(node, tools):
     deadline = time.monotonic() + WAIT_S
     while not all(answered(port)[0] for _ in range(10)):
         assert time.monotonic() < deadline, "the connection rate outlived its quota"
+
+
+THROTTLING_QUOTA_EXCEEDED = 89
+
+
+def create_topic(conn: MessageConnection, version: int, name: str, partitions: int) -> tuple[int, int]:
+    """CreateTopics of one topic at `version`: its error code and the response's throttle."""
+    fields = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                          "configs": []}], "timeout_ms": 30_000}
+    if version >= 1:
+        fields["validate_only"] = False
+    r = conn.call(CreateTopicsRequest, version, **fields)
+    return r.topics[0].error_code, r.throttle_time_ms
+
+
+def test_controller_mutations_over_their_rate_are_refused_or_throttled(node, tools, tmp_path):
+    """kafka-configs sets controller_mutation_rate = 1 partition a second for a client id
+    (KIP-599): the active controller lets it take 11 partitions (11 windows of 1 s) at once, and
+    one more topic however large, then throttles it. From CreateTopics v6 / DeleteTopics v5 /
+    CreatePartitions v3 a topic that arrives below zero is refused with THROTTLING_QUOTA_EXCEEDED
+    and the time to wait; CreateTopics v4 cannot carry that error, so its topic is created and
+    only throttled. Another client id is not limited; Kafka's kafka-topics, which waits out a
+    quota refusal and retries, deletes a topic anyway."""
+    cid = unique_topic("mutator")
+    r = configs(node, tools, "--alter", "--entity-type", "clients", "--entity-name", cid, "--add-config",
+                "controller_mutation_rate=1")
+    assert r.code == 0, r.report()
+    r = configs(node, tools, "--describe", "--entity-type", "clients", "--entity-name", cid)
+    assert "controller_mutation_rate=1.0" in r.out, r.report()
+    plain = f"127.0.0.1:{node.port}"
+    names = {k: unique_topic(f"mut-{k}") for k in "abcde"}
+    with MessageConnection(plain, client_id=cid) as c:
+        assert create_topic(c, 7, names["a"], 11) == (0, 0)
+        # The bucket is (about) empty, not below zero: admitted, and 10 below → about 10 s.
+        code, throttle = create_topic(c, 7, names["b"], 10)
+        assert code == 0 and 7_000 <= throttle <= 10_000, (code, throttle)
+    # A throttled connection is not read until its throttle ends (KIP-219): new ones ask now.
+    with MessageConnection(plain, client_id=cid) as c:
+        code, throttle = create_topic(c, 7, names["c"], 1)
+        assert code == THROTTLING_QUOTA_EXCEEDED and 5_000 <= throttle <= 10_000, (code, throttle)
+    with MessageConnection(plain, client_id=cid) as c:
+        code, throttle = create_topic(c, 4, names["d"], 1)
+        assert code == 0 and throttle > 5_000, (code, throttle)
+    with MessageConnection(plain, client_id=cid) as c:
+        r = c.call(DeleteTopicsRequest, 5, topic_names=[names["a"]], timeout_ms=30_000)
+        assert r.responses[0].error_code == THROTTLING_QUOTA_EXCEEDED and r.throttle_time_ms > 5_000, r
+    with MessageConnection(plain, client_id=unique_topic("other")) as c:
+        assert create_topic(c, 7, names["e"], 100) == (0, 0)
+
+    # kafka-topics asks Admin not to retry a quota refusal: it reports Kafka's error, and
+    # succeeds once the throttle has passed.
+    props = tmp_path / "mutator.properties"
+    props.write_text(node.admin_config.read_text() + f"client.id={cid}\n")
+    delete = ("--bootstrap-server", node.client_bootstrap, "--command-config", str(props), "--delete", "--topic",
+              names["a"])
+    r = tools.run(TOPIC_COMMAND, *delete)
+    assert r.code != 0 and "The throttling quota has been exceeded" in r.out + r.err, r.report()
+    wait_ms = int(re.search(r"retry in (\d+) ms", r.out + r.err).group(1))
+    assert 1_000 <= wait_ms <= 11_000, wait_ms
+    time.sleep(wait_ms / 1000)
+    r = tools.run(TOPIC_COMMAND, *delete)
+    assert r.code == 0, r.report()
+    with MessageConnection(plain, client_id=cid) as c:
+        # 11 partitions just deleted: about 11 s below zero again.
+        r = c.call(CreatePartitionsRequest, 3, topics=[{"name": names["e"], "count": 101, "assignments": None}],
+                   timeout_ms=30_000, validate_only=False)
+        assert r.results[0].error_code == THROTTLING_QUOTA_EXCEEDED and r.throttle_time_ms > 5_000, r
+    r = configs(node, tools, "--alter", "--entity-type", "clients", "--entity-name", cid, "--delete-config",
+                "controller_mutation_rate")
+    assert r.code == 0, r.report()

@@ -43,6 +43,8 @@ pub enum ClientError {
     ApiVersions(i16),
     #[error("SASL authentication failed: {0}")]
     Authentication(String),
+    #[error("the controller refused the forwarded request: error code {0}")]
+    Envelope(i16),
     #[error(
         "the peer answered with TLS: this listener is SSL or SASL_SSL (give the client \
          security.protocol=SSL or SASL_SSL and its ssl.* settings, e.g. keel --command-config FILE)"

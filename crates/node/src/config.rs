@@ -314,6 +314,8 @@ pub(crate) const BROKER_KEYS: &[&str] = &[
     "controller.quorum.voters",
     CONTROLLER_QUORUM_BOOTSTRAP_SERVERS,
     "controller.listener.names",
+    crate::controller_server::mutation_quota::CONTROLLER_QUOTA_WINDOW_NUM,
+    crate::controller_server::mutation_quota::CONTROLLER_QUOTA_WINDOW_SIZE_SECONDS,
     "metadata.log.dir",
     "broker.heartbeat.interval.ms",
     "broker.session.timeout.ms",

@@ -19,9 +19,10 @@ use kafka_protocol::messages::{
     DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
     DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
     DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-    FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest, InitProducerIdRequest,
-    ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest, OffsetForLeaderEpochRequest,
-    ProduceRequest, RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest,
+    EnvelopeRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
+    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 };
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, FindCoordinatorRequest, HeartbeatRequest,
@@ -98,6 +99,9 @@ pub enum ControllerRequest {
     CreateAcls(CreateAclsRequest),
     DeleteAcls(DeleteAclsRequest),
     AlterClientQuotas(AlterClientQuotasRequest),
+    /// A client's request forwarded by a broker with the client's principal and address
+    /// (Kafka's forwarding, KIP-590).
+    Envelope(EnvelopeRequest),
 }
 
 /// A SASL request, answered by the connection's authenticator on every listener before (and
@@ -363,6 +367,7 @@ fn decode_controller_body(
         ApiKey::AlterClientQuotas => {
             R::AlterClientQuotas(AlterClientQuotasRequest::decode(buf, version)?)
         }
+        ApiKey::Envelope => R::Envelope(EnvelopeRequest::decode(buf, version)?),
         other => anyhow::bail!("{other:?} is not served on the controller listener"),
     })
 }

@@ -97,6 +97,7 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::DescribeUserScramCredentials, 0, 0),
     range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::AlterPartition, 2, 3),
+    range(ApiKey::Envelope, 0, 0),
     range(ApiKey::FetchSnapshot, 0, 1),
     range(ApiKey::DescribeCluster, 0, 2),
     range(ApiKey::BrokerRegistration, 0, 4),
@@ -329,6 +330,7 @@ mod tests {
             }
             ApiKey::AlterPartition => both!(AlterPartitionRequest, AlterPartitionResponse),
             ApiKey::FetchSnapshot => both!(FetchSnapshotRequest, FetchSnapshotResponse),
+            ApiKey::Envelope => both!(EnvelopeRequest, EnvelopeResponse),
             ApiKey::BrokerRegistration => {
                 both!(BrokerRegistrationRequest, BrokerRegistrationResponse)
             }
@@ -416,6 +418,7 @@ mod tests {
         (ApiKey::DescribeUserScramCredentials, 0, 0),
         (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::AlterPartition, 2, 3),
+        (ApiKey::Envelope, 0, 0),
         (ApiKey::FetchSnapshot, 0, 1),
         (ApiKey::DescribeCluster, 0, 2),
         (ApiKey::BrokerRegistration, 0, 4),

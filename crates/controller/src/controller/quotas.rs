@@ -14,10 +14,7 @@ use crate::records::{ClientQuotaRecord, Record};
 
 /// The quota keys Keel accepts but does not enforce yet: refused rather than stored as if they
 /// held (issue 22 enforces them next).
-pub const UNENFORCED_QUOTA_KEYS: &[&str] = &[
-    quota::REQUEST_PERCENTAGE,
-    quota::CONTROLLER_MUTATION_RATE,
-];
+pub const UNENFORCED_QUOTA_KEYS: &[&str] = &[quota::REQUEST_PERCENTAGE];
 
 /// One entity's changes: its (type, name) pairs as the request gave them, and each key's new
 /// value (`None`: remove the key).
@@ -101,8 +98,9 @@ impl Controller {
                     if UNENFORCED_QUOTA_KEYS.contains(&key.as_str()) {
                         return Err(invalid(format!(
                             "Keel does not enforce {key} yet: it is refused rather than \
-                             stored as if it held (producer_byte_rate, consumer_byte_rate and \
-                             connection_creation_rate are enforced)"
+                             stored as if it held (producer_byte_rate, consumer_byte_rate, \
+                             connection_creation_rate and controller_mutation_rate are \
+                             enforced)"
                         )));
                     }
                     if now != Some(&QuotaValue(*v)) {

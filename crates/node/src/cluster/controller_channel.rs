@@ -11,8 +11,8 @@
 
 use keel_wire::kafka_protocol::messages::{
     AllocateProducerIdsResponse, AlterPartitionResponse, ApiKey, CreatePartitionsResponse,
-    CreateTopicsResponse, DeleteTopicsResponse, ElectLeadersResponse,
-    IncrementalAlterConfigsResponse,
+    CreateTopicsResponse, DeleteTopicsResponse, ElectLeadersResponse, EnvelopeRequest,
+    EnvelopeResponse, IncrementalAlterConfigsResponse,
 };
 use keel_wire::kafka_protocol::protocol::{Decodable, Encodable};
 use keel_wire::ResponseError;
@@ -122,6 +122,36 @@ impl ControllerAnswer for keel_wire::kafka_protocol::messages::DeleteAclsRespons
         self.filter_results
             .iter()
             .any(|r| r.error_code == NOT_CONTROLLER)
+    }
+}
+
+impl ControllerAnswer for EnvelopeResponse {
+    fn not_controller(&self) -> bool {
+        self.error_code == NOT_CONTROLLER
+    }
+}
+
+/// The client a request is forwarded for in an Envelope.
+#[derive(Debug, Clone, Copy)]
+pub struct ForwardedFor<'a> {
+    pub principal: &'a crate::security::KafkaPrincipal,
+    pub client_id: &'a str,
+    /// The client's address (`ip:port` as the connection's peer); a peer that is not an
+    /// address (the in-memory network) is sent as 0.0.0.0.
+    pub peer: &'a str,
+}
+
+impl ForwardedFor<'_> {
+    fn address(&self) -> bytes::Bytes {
+        let ip = self
+            .peer
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip())
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        match ip {
+            std::net::IpAddr::V4(v4) => bytes::Bytes::copy_from_slice(&v4.octets()),
+            std::net::IpAddr::V6(v6) => bytes::Bytes::copy_from_slice(&v6.octets()),
+        }
     }
 }
 
@@ -247,6 +277,45 @@ impl ControllerChannel {
     ) -> Result<Resp, ClientError> {
         self.call_with(api_key, |c| c.version(api_key, version, version), request)
             .await
+    }
+
+    /// Sends `request` at exactly `version` inside Kafka's Envelope (KIP-590), naming the client
+    /// it is forwarded for: the controller decides it for that principal and address and
+    /// charges it to the client's `controller_mutation_rate` (KIP-599).
+    pub async fn forward_enveloped<Req: Encodable, Resp: Decodable>(
+        &self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+        client: ForwardedFor<'_>,
+    ) -> Result<Resp, ClientError> {
+        // The inner request's correlation id only pairs it with its answer inside the envelope.
+        const INNER_CORRELATION_ID: i32 = 0;
+        let inner = keel_wire::client::encode_request(
+            api_key,
+            version,
+            INNER_CORRELATION_ID,
+            client.client_id,
+            request,
+        )
+        .map_err(ClientError::Encode)?;
+        let envelope = EnvelopeRequest::default()
+            .with_request_data(inner.slice(4..))
+            .with_request_principal(Some(client.principal.serialize()))
+            .with_client_host_address(client.address());
+        let answer: EnvelopeResponse = self.call(ApiKey::Envelope, 0, 0, &envelope).await?;
+        if answer.error_code != 0 {
+            return Err(ClientError::Envelope(answer.error_code));
+        }
+        let data = answer.response_data.ok_or(ClientError::Envelope(
+            ResponseError::UnknownServerError.code(),
+        ))?;
+        Ok(keel_wire::client::decode_response(
+            api_key,
+            version,
+            INNER_CORRELATION_ID,
+            data,
+        )?)
     }
 
     async fn call_with<Req: Encodable, Resp: Decodable + ControllerAnswer>(

@@ -3,8 +3,11 @@
 //! - The brokers' and controllers' own RPCs — BrokerRegistration, BrokerHeartbeat,
 //!   AlterPartition, the metadata Fetch and FetchSnapshot, AllocateProducerIds, and the Raft
 //!   RPCs between controllers — need CLUSTER_ACTION on the cluster.
-//! - A broker forwards its clients' admin requests (CreateTopics, ..., CreateAcls) itself, not
-//!   in Kafka's `Envelope`: it has authorized the client already, and a sender holding
+//! - A broker forwards CreateTopics, DeleteTopics and CreatePartitions in Kafka's `Envelope`
+//!   (the sender needs CLUSTER_ACTION), naming the client's principal and address: the request
+//!   inside is then decided for that principal, as Kafka's controller does, and charged to its
+//!   `controller_mutation_rate`. Its other admin requests (IncrementalAlterConfigs, ...,
+//!   CreateAcls) it forwards itself, having authorized the client already: a sender holding
 //!   CLUSTER_ACTION is trusted as a forwarder — the same trust Kafka's controller gives an
 //!   envelope's sender, which must hold CLUSTER_ACTION and then names any principal it likes.
 //! - Any other sender is an admin client talking to the controllers directly
@@ -52,7 +55,8 @@ fn cluster_operation(body: &ControllerRequest) -> Option<AclOperation> {
         | R::AlterPartition(_)
         | R::Fetch(_)
         | R::FetchSnapshot(_)
-        | R::AllocateProducerIds(_) => Some(AclOperation::ClusterAction),
+        | R::AllocateProducerIds(_)
+        | R::Envelope(_) => Some(AclOperation::ClusterAction),
         R::ElectLeaders(_)
         | R::AlterUserScramCredentials(_)
         | R::CreateAcls(_)
@@ -77,7 +81,7 @@ pub(super) fn verdict(authz: &Authz<'_>, body: &ControllerRequest) -> Verdict {
 
 /// A sender holding CLUSTER_ACTION (a broker or controller) is trusted with what it forwards
 /// (asked quietly: a client's direct admin request is not a denial of CLUSTER_ACTION).
-fn is_forwarder(authz: &Authz<'_>) -> bool {
+pub(super) fn is_forwarder(authz: &Authz<'_>) -> bool {
     authz.allows_quietly(
         AclOperation::ClusterAction,
         ResourceType::Cluster,

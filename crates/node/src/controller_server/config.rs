@@ -94,6 +94,11 @@ pub struct ControllerServerConfig {
     pub broker_heartbeat_interval_ms: u64,
     /// `num.partitions`.
     pub num_partitions: u32,
+    /// `controller.quota.window.num`: the controller mutation quota's burst is this many
+    /// windows of its rate.
+    pub controller_quota_window_num: u32,
+    /// `controller.quota.window.size.seconds`.
+    pub controller_quota_window_size_seconds: u32,
     /// `default.replication.factor`.
     pub default_replication_factor: u16,
     /// `min.insync.replicas`, if set.
@@ -378,6 +383,19 @@ impl ControllerServerConfig {
                 |v| *v > 0,
             )?,
             num_partitions: parse(props, NUM_PARTITIONS, 1, |v| *v > 0)?,
+            // Bounded: a window over a day measures nothing useful.
+            controller_quota_window_num: parse(
+                props,
+                super::mutation_quota::CONTROLLER_QUOTA_WINDOW_NUM,
+                super::mutation_quota::DEFAULT_CONTROLLER_QUOTA_WINDOW_NUM,
+                |v| (1..=86_400).contains(v),
+            )?,
+            controller_quota_window_size_seconds: parse(
+                props,
+                super::mutation_quota::CONTROLLER_QUOTA_WINDOW_SIZE_SECONDS,
+                super::mutation_quota::DEFAULT_CONTROLLER_QUOTA_WINDOW_SIZE_SECONDS,
+                |v| (1..=86_400).contains(v),
+            )?,
             default_replication_factor: parse(props, DEFAULT_REPLICATION_FACTOR, 1, |v| *v > 0)?,
             min_insync_replicas: match props.get(MIN_INSYNC_REPLICAS) {
                 None => None,

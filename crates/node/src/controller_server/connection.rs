@@ -65,7 +65,29 @@ impl RequestHandler for ControllerHandler {
             Ok(decoded) => {
                 let context = session.request_context(decoded.api_key);
                 let authz = Authz::on_controller(authorizer, machine, context);
-                match dispatch::dispatch(&self.handle, &self.settings, decoded, &authz).await {
+                // Mutations are charged to the sender, unless it is a broker or controller (by
+                // its CLUSTER_ACTION): a broker forwards its clients' in Envelopes, which name
+                // them, and sends the cluster's own (auto-created topics, __consumer_offsets)
+                // directly. Without an authorizer every sender is charged.
+                let cluster_own = authorizer.is_some() && authorize::is_forwarder(&authz);
+                let who = (!cluster_own).then(|| super::mutation_quota::Mutator {
+                    user: session.principal.name.clone(),
+                    client_id: decoded
+                        .header
+                        .client_id
+                        .as_deref()
+                        .unwrap_or_default()
+                        .to_string(),
+                });
+                match dispatch::dispatch(
+                    &self.handle,
+                    &self.settings,
+                    decoded,
+                    &authz,
+                    who.as_ref(),
+                )
+                .await
+                {
                     Ok(bytes) => Reply::Send(bytes),
                     Err(e) => Reply::Reject(format!("controller cannot answer: {e}")),
                 }

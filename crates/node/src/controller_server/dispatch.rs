@@ -1,13 +1,14 @@
 //! One decoded controller-listener request to its handler, and the encoded answer.
 
 use bytes::Bytes;
-use keel_wire::kafka_protocol::messages::ApiKey;
+use keel_wire::kafka_protocol::messages::{ApiKey, EnvelopeRequest, EnvelopeResponse};
 use keel_wire::kafka_protocol::protocol::Encodable;
 use keel_wire::request::{ControllerRequest, DecodedRequest};
 use keel_wire::response;
 use keel_wire::versions::{self, ListenerKind};
 
 use super::authorize::{self, Verdict};
+use super::mutation_quota::{self, Mutator};
 use super::state::{CallError, ControllerHandle};
 use super::{
     acls, alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
@@ -38,11 +39,15 @@ fn encode<T: Encodable>(
 ///
 /// `authz` is the sender's view of the authorizer ([`authorize`]): a request it may not send
 /// is refused whole with CLUSTER_AUTHORIZATION_FAILED, or item by item.
+///
+/// Mutations are charged to `who` ([`mutation_quota`]): the sender, or the client an Envelope
+/// names; `None` for the cluster's own requests.
 pub(super) async fn dispatch(
     handle: &ControllerHandle,
     settings: &Settings,
     request: DecodedRequest<ControllerRequest>,
     authz: &crate::handlers::authz::Authz<'_>,
+    who: Option<&Mutator>,
 ) -> Result<Bytes, DispatchError> {
     let key = request.api_key;
     let v = request.api_version();
@@ -61,7 +66,7 @@ pub(super) async fn dispatch(
     }
     let body = request.body.clone();
     let per_item = (verdict == Verdict::PerItem).then_some(authz);
-    match answer(handle, settings, request, per_item).await {
+    match answer(handle, settings, request, per_item, who).await {
         Ok(bytes) => Ok(bytes),
         Err(AnswerError::Call(CallError::NotController)) => {
             not_controller(key, v, id, body, handle.view().leader)
@@ -336,6 +341,12 @@ fn refuse_all(
             id,
             &ApiVersionsResponse::default().with_error_code(code),
         ),
+        R::Envelope(_) => encode(
+            key,
+            v,
+            id,
+            &EnvelopeResponse::default().with_error_code(code),
+        ),
     }
 }
 
@@ -346,10 +357,13 @@ async fn answer(
     settings: &Settings,
     request: DecodedRequest<ControllerRequest>,
     per_item: Option<&crate::handlers::authz::Authz<'_>>,
+    who: Option<&Mutator>,
 ) -> Result<Bytes, AnswerError> {
     let key = request.api_key;
     let v = request.api_version();
     let id = request.correlation_id();
+    let quotas = handle.machine().image().client_quotas().clone();
+    let mutations = &settings.mutation_quotas;
     use ControllerRequest as R;
     Ok(match request.body {
         R::ApiVersions(_) => encode(
@@ -363,24 +377,83 @@ async fn answer(
         R::AlterPartition(r) => encode(key, v, id, &alter_partition::handle(handle, r, v).await?),
         R::CreateTopics(mut r) => {
             let refused = per_item.map(|a| authorize::create_topics(a, &mut r));
+            let admission = mutations.admission(&quotas, who, v >= 6);
+            let (charged, throttled) = mutation_quota::admit_creations(
+                &admission,
+                mutations.now_ms(),
+                settings.num_partitions,
+                &mut r,
+            );
             let mut response = topics::create(handle, settings, r, v).await?;
+            let now = mutations.now_ms();
+            charged.settle(
+                &admission,
+                now,
+                response
+                    .topics
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.error_code)),
+            );
             response.topics.extend(refused.into_iter().flatten());
+            response.topics.extend(throttled);
+            response.throttle_time_ms = response
+                .throttle_time_ms
+                .max(admission.throttle_ms_i32(now));
             encode(key, v, id, &response)
         }
         R::DeleteTopics(mut r) => {
-            let refused = per_item.map(|a| {
-                let image = handle.machine().image();
-                authorize::delete_topics(a, &image, &mut r)
-            });
+            let image = handle.machine().image();
+            let refused = per_item.map(|a| authorize::delete_topics(a, &image, &mut r));
+            let admission = mutations.admission(&quotas, who, v >= 5);
+            let (charged, throttled) =
+                mutation_quota::admit_deletions(&admission, mutations.now_ms(), &image, &mut r);
             let mut response = topics::delete(handle, r, v).await?;
+            let now = mutations.now_ms();
+            charged.settle(
+                &admission,
+                now,
+                response
+                    .responses
+                    .iter()
+                    .map(|t| (mutation_quota::deleted_name(t), t.error_code)),
+            );
             response.responses.extend(refused.into_iter().flatten());
+            response.responses.extend(throttled);
+            response.throttle_time_ms = response
+                .throttle_time_ms
+                .max(admission.throttle_ms_i32(now));
             encode(key, v, id, &response)
         }
         R::CreatePartitions(mut r) => {
             let refused = per_item.map(|a| authorize::create_partitions(a, &mut r));
+            let admission = mutations.admission(&quotas, who, v >= 3);
+            let image = handle.machine().image();
+            let (charged, throttled) = mutation_quota::admit_new_partitions(
+                &admission,
+                mutations.now_ms(),
+                &image,
+                &mut r,
+            );
             let mut response = topics::create_partitions(handle, r).await?;
+            let now = mutations.now_ms();
+            charged.settle(
+                &admission,
+                now,
+                response
+                    .results
+                    .iter()
+                    .map(|t| (t.name.as_str(), t.error_code)),
+            );
             response.results.extend(refused.into_iter().flatten());
+            response.results.extend(throttled);
+            response.throttle_time_ms = response
+                .throttle_time_ms
+                .max(admission.throttle_ms_i32(now));
             encode(key, v, id, &response)
+        }
+        R::Envelope(r) => {
+            let answer = Box::pin(envelope(handle, settings, r)).await?;
+            encode(key, v, id, &answer)
         }
         R::IncrementalAlterConfigs(mut r) => {
             let refused = per_item.map(|a| authorize::alter_configs(a, &mut r));
@@ -409,6 +482,112 @@ async fn answer(
         R::DescribeAcls(r) => encode(key, v, id, &acls::describe(handle, settings, &r)),
         R::AlterClientQuotas(r) => encode(key, v, id, &quotas::alter(handle, r).await?),
     }?)
+}
+
+/// The API keys a broker may forward in an Envelope: the client admin requests the controller
+/// carries out (as Kafka's forwardable APIs).
+fn forwardable(key: ApiKey) -> bool {
+    matches!(
+        key,
+        ApiKey::CreateTopics
+            | ApiKey::DeleteTopics
+            | ApiKey::CreatePartitions
+            | ApiKey::IncrementalAlterConfigs
+            | ApiKey::CreateAcls
+            | ApiKey::DeleteAcls
+            | ApiKey::AlterClientQuotas
+            | ApiKey::AlterUserScramCredentials
+    )
+}
+
+/// Answers a client's request a broker forwarded in Kafka's Envelope (KIP-590): the sender
+/// holds CLUSTER_ACTION (checked by [`dispatch`]); the request inside is decided for the client
+/// principal and address the envelope names — authorized as theirs and charged to their
+/// mutation quota — and its answer goes back inside the envelope's. A standby answers the
+/// envelope with NOT_CONTROLLER, so the broker tries the next controller.
+async fn envelope(
+    handle: &ControllerHandle,
+    settings: &Settings,
+    envelope: EnvelopeRequest,
+) -> Result<EnvelopeResponse, AnswerError> {
+    let refuse = |error: keel_wire::ResponseError| {
+        Ok(EnvelopeResponse::default().with_error_code(error.code()))
+    };
+    if !handle.view().active {
+        return refuse(keel_wire::ResponseError::NotController);
+    }
+    let Some(principal) = envelope
+        .request_principal
+        .as_ref()
+        .and_then(|p| crate::security::KafkaPrincipal::deserialize(p.clone()))
+    else {
+        return refuse(keel_wire::ResponseError::PrincipalDeserializationFailure);
+    };
+    let host = match envelope.client_host_address.len() {
+        4 => <[u8; 4]>::try_from(&envelope.client_host_address[..])
+            .map(|b| std::net::IpAddr::from(b).to_string()),
+        16 => <[u8; 16]>::try_from(&envelope.client_host_address[..])
+            .map(|b| std::net::IpAddr::from(b).to_canonical().to_string()),
+        _ => return refuse(keel_wire::ResponseError::InvalidRequest),
+    };
+    let Ok(host) = host else {
+        return refuse(keel_wire::ResponseError::InvalidRequest);
+    };
+    let Ok(inner) = keel_wire::request::decode_controller(envelope.request_data) else {
+        return refuse(keel_wire::ResponseError::InvalidRequest);
+    };
+    if !forwardable(inner.api_key) {
+        return refuse(keel_wire::ResponseError::InvalidRequest);
+    }
+    let who = Mutator {
+        user: principal.name.clone(),
+        client_id: inner
+            .header
+            .client_id
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let context = crate::security::authorizer::RequestContext {
+        principal: principal.to_string(),
+        host,
+        api_key: inner.api_key as i16,
+        api: format!("{:?}", inner.api_key),
+    };
+    let authorizer = settings
+        .authorizer
+        .as_ref()
+        .filter(|_| !settings.in_process);
+    let authz = crate::handlers::authz::Authz::on_controller(authorizer, handle.machine(), context);
+    let (key, v, id) = (inner.api_key, inner.api_version(), inner.correlation_id());
+    let bytes = match authorize::verdict(&authz, &inner.body) {
+        Verdict::Refused => refuse_all(
+            key,
+            v,
+            id,
+            inner.body,
+            keel_wire::ResponseError::ClusterAuthorizationFailed.code(),
+            || {
+                Some(
+                    keel_wire::kafka_protocol::protocol::StrBytes::from_static_str(
+                        "Cluster authorization failed.",
+                    ),
+                )
+            },
+        )?,
+        verdict => {
+            let per_item = (verdict == Verdict::PerItem).then_some(&authz);
+            match answer(handle, settings, inner, per_item, Some(&who)).await {
+                Ok(bytes) => bytes,
+                Err(AnswerError::Call(CallError::NotController)) => {
+                    return refuse(keel_wire::ResponseError::NotController)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    // The inner answer without its size prefix, as Kafka's envelope carries it.
+    Ok(EnvelopeResponse::default().with_response_data(Some(bytes.slice(4..))))
 }
 
 /// Error `code` with `message`, as the controller crate's error.

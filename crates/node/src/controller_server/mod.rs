@@ -41,6 +41,7 @@ mod elect_leaders;
 mod fetch_snapshot;
 mod membership;
 mod metadata_fetch;
+pub mod mutation_quota;
 mod producer_ids;
 mod quotas;
 mod recovery;
@@ -122,6 +123,8 @@ pub(crate) struct Settings {
     /// Requests are not authorized: the listener is a single-node process's in-memory channel
     /// (`ControllerServerConfig::in_process`).
     pub in_process: bool,
+    /// The clients' `controller_mutation_rate` buckets (KIP-599).
+    pub mutation_quotas: mutation_quota::MutationQuotas,
 }
 
 /// Where the controller's metadata log directory comes from.
@@ -339,6 +342,10 @@ pub async fn serve_observed<L: crate::net::Listener>(
         min_insync_replicas: config.min_insync_replicas,
         topic_defaults: config.topic_defaults.clone(),
         socket_request_max_bytes: config.socket_request_max_bytes,
+        mutation_quotas: mutation_quota::MutationQuotas::new(
+            config.controller_quota_window_num,
+            config.controller_quota_window_size_seconds,
+        ),
         voters: config.quorum_voters.clone(),
         request_metrics: config.metrics.requests(config.node_id, "controller"),
         authorizer: config.authorizer.clone().map(|c| {

@@ -18,6 +18,7 @@ pub async fn handle(
     session: &crate::connection::Session,
     mut request: CreatePartitionsRequest,
     version: i16,
+    client_id: &str,
 ) -> CreatePartitionsResponse {
     // The refused topics are answered here, the rest forwarded.
     let authz = super::authz::Authz::new(broker, session, ApiKey::CreatePartitions);
@@ -25,7 +26,8 @@ pub async fn handle(
     if request.topics.is_empty() && !refused.is_empty() {
         return CreatePartitionsResponse::default().with_results(refused);
     }
-    let mut response = forward(broker, &request, version).await;
+    let forwarded_for = super::forwarded_for(session, client_id);
+    let mut response = forward(broker, &request, version, forwarded_for).await;
     response.results.extend(refused);
     response
 }
@@ -55,10 +57,11 @@ async fn forward(
     broker: &Arc<Broker>,
     request: &CreatePartitionsRequest,
     version: i16,
+    forwarded_for: crate::cluster::controller_channel::ForwardedFor<'_>,
 ) -> CreatePartitionsResponse {
     let response: CreatePartitionsResponse = match broker
         .controller()
-        .forward(ApiKey::CreatePartitions, version, request)
+        .forward_enveloped(ApiKey::CreatePartitions, version, request, forwarded_for)
         .await
     {
         Ok(response) => response,

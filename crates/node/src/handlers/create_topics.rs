@@ -28,6 +28,7 @@ pub async fn handle(
     session: &crate::connection::Session,
     mut request: CreateTopicsRequest,
     version: i16,
+    client_id: &str,
 ) -> CreateTopicsResponse {
     use keel_controller::acl::{AclOperation, ResourceType};
     let authz = super::authz::Authz::new(broker, session, ApiKey::CreateTopics);
@@ -60,7 +61,12 @@ pub async fn handle(
     } else {
         match broker
             .controller()
-            .forward(ApiKey::CreateTopics, version, &request)
+            .forward_enveloped(
+                ApiKey::CreateTopics,
+                version,
+                &request,
+                super::forwarded_for(session, client_id),
+            )
             .await
         {
             Ok(response) => response,
@@ -158,7 +164,9 @@ pub async fn handle(
         })
         .collect();
     topics.extend(by_name.into_values().flatten());
-    CreateTopicsResponse::default().with_topics(topics)
+    CreateTopicsResponse::default()
+        .with_topics(topics)
+        .with_throttle_time_ms(forwarded.throttle_time_ms)
 }
 
 /// Kafka's authorization of CreateTopics: CREATE on the cluster (asked quietly) or on each

@@ -20,6 +20,7 @@ pub async fn handle(
     session: &crate::connection::Session,
     mut request: DeleteTopicsRequest,
     version: i16,
+    client_id: &str,
 ) -> DeleteTopicsResponse {
     // Kafka's controller: DESCRIBE, then DELETE, on each topic (a topic named by an unknown id
     // is left to the controller's UNKNOWN_TOPIC_ID). The refused are answered here.
@@ -28,7 +29,8 @@ pub async fn handle(
     if request.topics.is_empty() && request.topic_names.is_empty() && !refused.is_empty() {
         return DeleteTopicsResponse::default().with_responses(refused);
     }
-    let mut response = delete(broker, request, version).await;
+    let forwarded_for = super::forwarded_for(session, client_id);
+    let mut response = delete(broker, request, version, forwarded_for).await;
     response.responses.extend(refused);
     response
 }
@@ -83,6 +85,7 @@ async fn delete(
     broker: &Arc<Broker>,
     request: DeleteTopicsRequest,
     version: i16,
+    forwarded_for: crate::cluster::controller_channel::ForwardedFor<'_>,
 ) -> DeleteTopicsResponse {
     let refuse = |e: ApiError| {
         let responses = if version >= 6 {
@@ -128,7 +131,7 @@ async fn delete(
     drop(image);
     let response: DeleteTopicsResponse = match broker
         .controller()
-        .forward(ApiKey::DeleteTopics, version, &request)
+        .forward_enveloped(ApiKey::DeleteTopics, version, &request, forwarded_for)
         .await
     {
         Ok(response) => response,

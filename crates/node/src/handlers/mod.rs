@@ -121,15 +121,22 @@ async fn answer(
         Request::OffsetForLeaderEpoch(r) => {
             encode(&offset_for_leader_epoch::handle(broker, session, r))?
         }
+        // The controller's answer carries the client's controller_mutation_rate throttle.
         Request::CreateTopics(r) => {
-            encode(&create_topics::handle(broker, session, r, version).await)?
+            let body = create_topics::handle(broker, session, r, version, client).await;
+            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
+            return Ok((Reply::Send(encode(&body)?), throttle));
         }
         Request::DeleteTopics(r) => {
-            encode(&delete_topics::handle(broker, session, r, version).await)?
+            let body = delete_topics::handle(broker, session, r, version, client).await;
+            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
+            return Ok((Reply::Send(encode(&body)?), throttle));
         }
         Request::DeleteRecords(r) => encode(&delete_records::handle(broker, session, r).await)?,
         Request::CreatePartitions(r) => {
-            encode(&create_partitions::handle(broker, session, r, version).await)?
+            let body = create_partitions::handle(broker, session, r, version, client).await;
+            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
+            return Ok((Reply::Send(encode(&body)?), throttle));
         }
         Request::DescribeConfigs(r) => encode(&configs::describe(broker, session, r, version))?,
         Request::AlterConfigs(r) => encode(&configs::alter(broker, session, r).await)?,
@@ -217,10 +224,31 @@ impl<T: Encodable> ErasedEncode for T {
 /// A forwarded request that could not reach the controller: `NOT_CONTROLLER` (clients retry
 /// it after refreshing metadata), with the reason.
 pub(crate) fn controller_unavailable(e: crate::client::ClientError) -> crate::error::ApiError {
-    crate::error::ApiError::new(
-        keel_wire::ResponseError::NotController,
-        format!("the controller is not reachable: {e}"),
-    )
+    use keel_wire::ResponseError;
+    match e {
+        // The controller refused the envelope itself (this broker may not forward, say): the
+        // client gets that error. NOT_CONTROLLER from every voter stays NOT_CONTROLLER.
+        crate::client::ClientError::Envelope(code) => crate::error::ApiError::new(
+            ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError),
+            format!("the controller refused the request this broker forwarded: {e}"),
+        ),
+        e => crate::error::ApiError::new(
+            ResponseError::NotController,
+            format!("the controller is not reachable: {e}"),
+        ),
+    }
+}
+
+/// The client a request is forwarded to the controller for (in an Envelope).
+pub(crate) fn forwarded_for<'a>(
+    session: &'a crate::connection::Session,
+    client_id: &'a str,
+) -> crate::cluster::controller_channel::ForwardedFor<'a> {
+    crate::cluster::controller_channel::ForwardedFor {
+        principal: &session.principal,
+        client_id,
+        peer: &session.peer,
+    }
 }
 
 /// The error for a partition this broker does not host: `NOT_LEADER_OR_FOLLOWER` when it
