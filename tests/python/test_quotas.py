@@ -27,7 +27,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from clients import CONFLUENT_COMMON, unique_topic
 from keel_broker import Broker, free_port, keel_bin, retire
 from sasl_config import plain_jaas
-from kafka_messages import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MessageConnection
+from kafka_messages import (CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, MessageConnection,
+                            MetadataRequest)
 from test_kafka_tools import CONFIG_COMMAND, TOPIC_COMMAND, KafkaTools, build_tools
 
 WAIT_S = 60
@@ -79,7 +80,7 @@ def keel_quotas(node: Broker, *args: str) -> subprocess.CompletedProcess:
 def test_kafka_configs_and_keel_quotas_set_describe_and_refuse(node, tools):
     """kafka-configs sets a user's quotas, describes them in Kafka's words, deletes one, sets the
     default client id's; a fractional byte rate and an ip with a key of users are refused with
-    Kafka's messages; a key Keel does not enforce yet is refused rather than stored. `keel quotas`
+    Kafka's messages. `keel quotas`
     lists the same entities (table and --json) and sets one."""
     r = configs(node, tools, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
                 "producer_byte_rate=1048576,consumer_byte_rate=2097152")
@@ -102,9 +103,6 @@ def test_kafka_configs_and_keel_quotas_set_describe_and_refuse(node, tools):
     r = configs(node, tools, "--alter", "--entity-type", "users", "--entity-name", "bob", "--add-config",
                 "producer_byte_rate=1.5")
     assert r.code != 0 and "producer_byte_rate cannot be a fractional value" in r.out + r.err, r.report()
-    r = configs(node, tools, "--alter", "--entity-type", "users", "--entity-name", "bob", "--add-config",
-                "request_percentage=50")
-    assert r.code != 0 and "does not enforce request_percentage yet" in r.out + r.err, r.report()
 
     p = keel_quotas(node, "set", "--user", "bob", "--client-id", "batch", "--add", "producer_byte_rate=5000000")
     assert p.returncode == 0 and "updated the quotas of user=bob, client-id=batch" in p.stdout, p.stdout + p.stderr
@@ -347,4 +345,42 @@ def test_controller_mutations_over_their_rate_are_refused_or_throttled(node, too
         assert r.results[0].error_code == THROTTLING_QUOTA_EXCEEDED and r.throttle_time_ms > 5_000, r
     r = configs(node, tools, "--alter", "--entity-type", "clients", "--entity-name", cid, "--delete-config",
                 "controller_mutation_rate")
+    assert r.code == 0, r.report()
+
+
+def metadata_loop(bootstrap: str, client_id: str, seconds: float) -> tuple[int, list[int]]:
+    """Asks for all topics' metadata as fast as the broker answers for `seconds`: how many
+    answers, and their throttle times."""
+    throttles = []
+    end = time.monotonic() + seconds
+    with MessageConnection(bootstrap, client_id=client_id) as c:
+        while time.monotonic() < end:
+            r = c.call(MetadataRequest, 12, topics=None, allow_auto_topic_creation=False,
+                       include_topic_authorized_operations=False)
+            throttles.append(r.throttle_time_ms)
+    return len(throttles), throttles
+
+
+def test_a_client_over_its_request_percentage_is_throttled(node, tools):
+    """kafka-configs sets request_percentage = 0.1 for a client id (KIP-124): 0.1 % of one
+    thread's time, 1 ms a second, for decoding, handling and encoding its requests (a Metadata
+    request takes Keel a few microseconds). Asking for every topic's metadata in a loop, it gets
+    throttle times and its connection is muted for them, so it is answered at a third or less of
+    the rate another client id gets for the same requests on the same broker."""
+    cid = unique_topic("busy")
+    r = configs(node, tools, "--alter", "--entity-type", "clients", "--entity-name", cid, "--add-config",
+                "request_percentage=0.1")
+    assert r.code == 0, r.report()
+    plain = f"127.0.0.1:{node.port}"
+    try:
+        free, free_throttles = metadata_loop(plain, unique_topic("free"), 5)
+        limited, throttles = metadata_loop(plain, cid, 10)
+        print(f"\n{free / 5:.0f} answers/s unlimited, {limited / 10:.0f}/s at request_percentage=0.1; "
+              f"throttled {sum(t > 0 for t in throttles)} times, up to {max(throttles)} ms")
+        assert not [t for t in free_throttles if t > 0], free_throttles
+        assert [t for t in throttles if t > 0], throttles
+        assert limited / 10 <= free / 5 / 3, (limited, free)
+    finally:
+        r = configs(node, tools, "--alter", "--entity-type", "clients", "--entity-name", cid, "--delete-config",
+                    "request_percentage")
     assert r.code == 0, r.report()

@@ -148,7 +148,7 @@ pub use controller::{
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
     LostReplica, LostReplicaReason, Output, ProducerIdBlock, QuotaAlteration,
     RegisterBrokerRequest, RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
-    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE, UNENFORCED_QUOTA_KEYS,
+    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

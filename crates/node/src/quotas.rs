@@ -1,6 +1,7 @@
 //! Client quota enforcement, as Kafka's `ClientQuotaManager` does it: the bytes a client
-//! produces (`producer_byte_rate`) and the bytes it is sent by Fetch (`consumer_byte_rate`) are
-//! measured as a rate over `quota.window.num` windows of `quota.window.size.seconds` (Kafka's
+//! produces (`producer_byte_rate`), the bytes it is sent by Fetch (`consumer_byte_rate`) and the
+//! time its requests take to handle (`request_percentage`, [`HandlerTime`]) are measured as a
+//! rate over `quota.window.num` windows of `quota.window.size.seconds` (Kafka's
 //! `Rate` over a `SampledStat`); a request that takes the rate over the quota that applies
 //! ([`keel_controller::quota::resolve`]) gets `throttle_time_ms = (rate - quota) / quota ×
 //! window` in its response, and its connection is not read for that long (KIP-219's muting).
@@ -61,6 +62,8 @@ pub enum QuotaKind {
     Fetch,
     /// Connections accepted from one ip (`connection_creation_rate`, KIP-612).
     Connection,
+    /// Time handling requests, in percent of one thread (`request_percentage`, KIP-124).
+    Request,
 }
 
 impl QuotaKind {
@@ -69,7 +72,76 @@ impl QuotaKind {
             QuotaKind::Produce => quota::PRODUCER_BYTE_RATE,
             QuotaKind::Fetch => quota::CONSUMER_BYTE_RATE,
             QuotaKind::Connection => quota::CONNECTION_CREATION_RATE,
+            QuotaKind::Request => quota::REQUEST_PERCENTAGE,
         }
+    }
+}
+
+/// What `request_percentage` counts of a request that took `nanos` of handler time: percent of
+/// one thread for one second (Kafka's `nanosToPercentage`), so that the rate is a percentage.
+pub fn percentage_seconds(nanos: u64) -> f64 {
+    nanos as f64 * 100.0 / 1e9
+}
+
+/// The time a request's handler runs — the sum of its future's polls, without the time it
+/// waits (for replication, a long poll, the controller) — which is what Kafka's request handler
+/// thread time is to `request_percentage`. [`HandlerTime::so_far`] may be asked from inside a
+/// poll (when the answer is encoded, to throttle it).
+#[derive(Debug)]
+pub struct HandlerTime {
+    base: std::time::Instant,
+    /// Nanoseconds of the polls that ended.
+    total_ns: std::sync::atomic::AtomicU64,
+    /// When the running poll started (nanoseconds since `base`, plus one; 0: none runs).
+    poll_started_ns: std::sync::atomic::AtomicU64,
+    /// What [`HandlerTime::take`] handed out.
+    taken_ns: std::sync::atomic::AtomicU64,
+}
+
+impl Default for HandlerTime {
+    fn default() -> Self {
+        HandlerTime {
+            base: std::time::Instant::now(),
+            total_ns: Default::default(),
+            poll_started_ns: Default::default(),
+            taken_ns: Default::default(),
+        }
+    }
+}
+
+impl HandlerTime {
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Runs one poll of the handler, counting its time.
+    pub fn poll<R>(&self, poll: impl FnOnce() -> R) -> R {
+        use std::sync::atomic::Ordering::Relaxed;
+        let start = self.now_ns();
+        self.poll_started_ns.store(start + 1, Relaxed);
+        let result = poll();
+        self.poll_started_ns.store(0, Relaxed);
+        self.total_ns
+            .fetch_add(self.now_ns().saturating_sub(start), Relaxed);
+        result
+    }
+
+    /// The handler's time so far, the running poll's included.
+    pub fn so_far_ns(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let running = match self.poll_started_ns.load(Relaxed) {
+            0 => 0,
+            started => self.now_ns().saturating_sub(started - 1),
+        };
+        self.total_ns.load(Relaxed) + running
+    }
+
+    /// The time so far that an earlier `take` did not hand out: a request's time is recorded
+    /// when its answer is made (and throttles it), the encoding after that once it is done.
+    pub fn take_ns(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let now = self.so_far_ns();
+        now.saturating_sub(self.taken_ns.swap(now, Relaxed))
     }
 }
 
@@ -358,6 +430,27 @@ mod tests {
         assert_eq!(usage.tracked(), 3);
         usage.record(&pair_defaults, QuotaKind::Produce, "u", "d", 1.0, 11_000);
         assert_eq!(usage.tracked(), 1, "the idle pairs are forgotten");
+    }
+
+    // Shows: handler time is the time inside polls (a wait between them does not count), as
+    // much as is running when it is asked; what was taken is not taken again.
+    #[test]
+    fn handler_time_counts_polls_and_is_taken_once() {
+        let time = HandlerTime::default();
+        time.poll(|| std::thread::sleep(std::time::Duration::from_millis(20)));
+        // Not polling: a wait is not handler time.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let inside = time.poll(|| {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            time.take_ns()
+        });
+        assert!((30_000_000..50_000_000).contains(&inside), "{inside}");
+        assert!(time.take_ns() < 5_000_000, "taken once");
+        assert_eq!(
+            percentage_seconds(10_000_000),
+            1.0,
+            "10 ms is 1 % of a second"
+        );
     }
 
     // Shows: an unrecorded value no longer counts (a throttled Fetch sends nothing).

@@ -34,12 +34,26 @@ impl RequestHandler for BrokerHandler {
             return handlers::replica_log_info::handle(&self.0, session, frame);
         }
         let request_bytes = frame.len();
-        match request::decode(frame) {
-            Ok(decoded) => match handlers::dispatch(&self.0, decoded, session, request_bytes).await
-            {
-                Ok(reply) => reply,
-                Err(e) => Reply::Reject(format!("cannot answer request: {e:#}")),
-            },
+        // The request's handler time, its decoding included (request_percentage).
+        let time = crate::quotas::HandlerTime::default();
+        match time.poll(|| request::decode(frame)) {
+            Ok(decoded) => {
+                let mut answering = std::pin::pin!(handlers::dispatch(
+                    &self.0,
+                    decoded,
+                    session,
+                    request_bytes,
+                    &time
+                ));
+                let answered = std::future::poll_fn(|cx| {
+                    time.poll(|| std::future::Future::poll(answering.as_mut(), cx))
+                })
+                .await;
+                match answered {
+                    Ok(reply) => reply,
+                    Err(e) => Reply::Reject(format!("cannot answer request: {e:#}")),
+                }
+            }
             Err(e) => match e.answerable_correlation_id() {
                 Some(correlation_id) => match response::unsupported_api_versions(correlation_id) {
                     Ok(bytes) => Reply::Send(bytes),

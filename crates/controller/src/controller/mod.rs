@@ -33,7 +33,7 @@ pub use partitions::{
     MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
 };
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
-pub use quotas::{QuotaAlteration, UNENFORCED_QUOTA_KEYS};
+pub use quotas::QuotaAlteration;
 pub use scram::{ScramAlterResult, ScramDeletion, ScramUpsertion};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;

@@ -12,10 +12,6 @@ use crate::errors::{ApiError, ErrorCode};
 use crate::quota::{self, QuotaEntity, QuotaValue};
 use crate::records::{ClientQuotaRecord, Record};
 
-/// The quota keys Keel accepts but does not enforce yet: refused rather than stored as if they
-/// held (issue 22 enforces them next).
-pub const UNENFORCED_QUOTA_KEYS: &[&str] = &[quota::REQUEST_PERCENTAGE];
-
 /// One entity's changes: its (type, name) pairs as the request gave them, and each key's new
 /// value (`None`: remove the key).
 #[derive(Clone, Debug, PartialEq)]
@@ -95,14 +91,6 @@ impl Controller {
                 }
                 Some(v) => {
                     quota::validate_value(&entity, key, *v)?;
-                    if UNENFORCED_QUOTA_KEYS.contains(&key.as_str()) {
-                        return Err(invalid(format!(
-                            "Keel does not enforce {key} yet: it is refused rather than \
-                             stored as if it held (producer_byte_rate, consumer_byte_rate, \
-                             connection_creation_rate and controller_mutation_rate are \
-                             enforced)"
-                        )));
-                    }
                     if now != Some(&QuotaValue(*v)) {
                         records.push(ClientQuotaRecord {
                             entity: entity.clone(),
@@ -145,9 +133,8 @@ mod tests {
 
     // Shows: valid alterations become one record per changed key (an unchanged value and the
     // removal of a key that is not set write nothing); a refused part refuses its whole
-    // alteration; duplicates are Kafka's INVALID_REQUEST; validate_only writes nothing; keys
-    // Keel does not enforce yet are refused; the quotas survive a snapshot and a removal
-    // takes an entity without keys away.
+    // alteration; duplicates are Kafka's INVALID_REQUEST; validate_only writes nothing; the
+    // quotas survive a snapshot and a removal takes an entity without keys away.
     #[test]
     fn alterations_become_records_and_survive_a_snapshot() {
         let mut c = Controller::new(ControllerConfig::new("c"));
@@ -183,9 +170,12 @@ mod tests {
             false,
             1,
         );
-        assert_eq!(out.records.len(), 2, "{:?}", out.records);
+        assert_eq!(out.records.len(), 3, "{:?}", out.records);
         let results = apply(&mut c, out);
-        assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+        assert!(
+            results[0].is_ok() && results[1].is_ok() && results[5].is_ok(),
+            "{results:?}"
+        );
         let message = |i: usize| results[i].as_ref().unwrap_err().message.clone();
         assert_eq!(
             message(2),
@@ -196,11 +186,6 @@ mod tests {
             message(4).starts_with("Duplicate quota key producer_byte_rate"),
             "{}",
             message(4)
-        );
-        assert!(
-            message(5).contains("does not enforce request_percentage"),
-            "{}",
-            message(5)
         );
 
         let again = c.alter_client_quotas(
@@ -243,6 +228,10 @@ mod tests {
             4,
         );
         apply(&mut c, removed);
-        assert_eq!(c.image().client_quotas().len(), 1, "alice's entity is gone");
+        assert_eq!(
+            c.image().client_quotas().len(),
+            2,
+            "alice's entity is gone, the defaults' and dave's stay"
+        );
     }
 }

@@ -41,13 +41,29 @@ pub use crate::connection::Reply;
 
 /// Handles one request of `request_bytes` bytes; a client over its quota gets the throttle time
 /// in the response and its connection is muted for it ([`crate::quotas`]).
+///
+/// `time` is the handler time the request has taken (its decoding included; the caller polls
+/// this future through [`crate::quotas::HandlerTime::poll`]): `request_percentage` counts it.
 pub async fn dispatch(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     session: &mut crate::connection::Session,
     request_bytes: usize,
+    time: &crate::quotas::HandlerTime,
 ) -> anyhow::Result<Reply> {
-    let (reply, throttle_ms) = answer(broker, request, session, request_bytes).await?;
+    let client_id = request.header.client_id.clone();
+    let exempt = exempt_from_request_quota(&request);
+    let (reply, throttle_ms) = answer(broker, request, session, request_bytes, time).await?;
+    // The encoding after the throttle was decided counts too, without throttling this answer
+    // (Kafka's `recordNoThrottle` of network thread time).
+    if !exempt {
+        broker.record_quota(
+            &session.principal,
+            client_id.as_deref().unwrap_or_default(),
+            crate::quotas::QuotaKind::Request,
+            crate::quotas::percentage_seconds(time.take_ns()),
+        );
+    }
     if throttle_ms > 0 {
         session.muted_until =
             Some(tokio::time::Instant::now() + std::time::Duration::from_millis(throttle_ms));
@@ -55,12 +71,25 @@ pub async fn dispatch(
     Ok(reply)
 }
 
-/// A request's reply and how long its client is throttled (ms).
+/// Requests `request_percentage` does not count, as Kafka exempts them: ApiVersions (the
+/// handshake) and followers' fetches (replication).
+fn exempt_from_request_quota(request: &DecodedRequest) -> bool {
+    match &request.body {
+        Request::ApiVersions(_) => true,
+        Request::Fetch(r) => !fetch::is_consumer(r, request.api_version()),
+        _ => false,
+    }
+}
+
+/// A request's reply and how long its client is throttled (ms): by its `request_percentage`
+/// (the handler's `time` until the answer is encoded, as Kafka records it when it sends the
+/// response), by a byte rate for Produce and Fetch, or by the controller's mutation quota.
 async fn answer(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     session: &crate::connection::Session,
     request_bytes: usize,
+    time: &crate::quotas::HandlerTime,
 ) -> anyhow::Result<(Reply, u64)> {
     use crate::quotas::QuotaKind;
     let peer = session.peer.as_str();
@@ -70,14 +99,32 @@ async fn answer(
     let correlation_id = request.correlation_id();
     let client_id = request.header.client_id.clone();
     let client = client_id.as_deref().unwrap_or_default();
-    let encode = |body: &dyn Answer| {
+    // The request quota's throttle, recorded once, when the answer is made. ApiVersions (the
+    // handshake) and followers' fetches (replication) are exempt, as in Kafka.
+    let request_throttle = || {
+        broker.record_quota(
+            &session.principal,
+            client,
+            QuotaKind::Request,
+            crate::quotas::percentage_seconds(time.take_ns()),
+        )
+    };
+    let throttled = std::sync::atomic::AtomicU64::new(0);
+    let encode = |body: &mut dyn Answer| {
+        let throttle = request_throttle().max(u64::try_from(body.throttle_time_ms()).unwrap_or(0));
+        body.set_throttle_time_ms(i32::try_from(throttle).unwrap_or(i32::MAX));
+        throttled.store(throttle, std::sync::atomic::Ordering::Relaxed);
         broker.refusals.note(key, client, peer, body);
         body.encode_response(key, version, correlation_id)
     };
     let bytes = match request.body {
-        Request::ApiVersions(_) => encode(&api_versions::handle())?,
+        Request::ApiVersions(_) => {
+            let body = api_versions::handle();
+            broker.refusals.note(key, client, peer, &body);
+            body.encode_response(key, version, correlation_id)?
+        }
         Request::Metadata(r) => {
-            encode(&metadata::handle(broker, session, r, version, listener).await)?
+            encode(&mut metadata::handle(broker, session, r, version, listener).await)?
         }
         Request::Produce(r) => {
             let outcome = produce::handle(broker, session, r, version, listener).await;
@@ -91,9 +138,12 @@ async fn answer(
             match outcome {
                 produce::ProduceOutcome::Respond(mut body) => {
                     body.throttle_time_ms = i32::try_from(throttle).unwrap_or(i32::MAX);
-                    return Ok((Reply::Send(encode(&body)?), throttle));
+                    let bytes = encode(&mut body)?;
+                    return Ok((Reply::Send(bytes), throttled.into_inner()));
                 }
-                produce::ProduceOutcome::Silent => return Ok((Reply::Nothing, throttle)),
+                produce::ProduceOutcome::Silent => {
+                    return Ok((Reply::Nothing, throttle.max(request_throttle())))
+                }
                 produce::ProduceOutcome::Close(reason) => return Ok((Reply::Close(reason), 0)),
             }
         }
@@ -103,9 +153,12 @@ async fn answer(
             let mut throttle = 0;
             if consumer {
                 let bytes = fetch::record_bytes(&body) as f64;
-                throttle = broker.record_quota(&session.principal, client, QuotaKind::Fetch, bytes);
+                throttle = broker
+                    .record_quota(&session.principal, client, QuotaKind::Fetch, bytes)
+                    .max(request_throttle());
                 if throttle > 0 {
-                    // The records are not sent: they do not count (Kafka's unrecord).
+                    // Throttled by either quota, the records are not sent and do not count
+                    // (Kafka's unrecord).
                     broker.unrecord_quota(&session.principal, client, QuotaKind::Fetch, bytes);
                     body = fetch::throttled(body, i32::try_from(throttle).unwrap_or(i32::MAX));
                 }
@@ -117,48 +170,44 @@ async fn answer(
                 throttle,
             ));
         }
-        Request::ListOffsets(r) => encode(&list_offsets::handle(broker, session, r, version))?,
+        Request::ListOffsets(r) => encode(&mut list_offsets::handle(broker, session, r, version))?,
         Request::OffsetForLeaderEpoch(r) => {
-            encode(&offset_for_leader_epoch::handle(broker, session, r))?
+            encode(&mut offset_for_leader_epoch::handle(broker, session, r))?
         }
         // The controller's answer carries the client's controller_mutation_rate throttle.
         Request::CreateTopics(r) => {
-            let body = create_topics::handle(broker, session, r, version, client).await;
-            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
-            return Ok((Reply::Send(encode(&body)?), throttle));
+            encode(&mut create_topics::handle(broker, session, r, version, client).await)?
         }
         Request::DeleteTopics(r) => {
-            let body = delete_topics::handle(broker, session, r, version, client).await;
-            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
-            return Ok((Reply::Send(encode(&body)?), throttle));
+            encode(&mut delete_topics::handle(broker, session, r, version, client).await)?
         }
-        Request::DeleteRecords(r) => encode(&delete_records::handle(broker, session, r).await)?,
+        Request::DeleteRecords(r) => encode(&mut delete_records::handle(broker, session, r).await)?,
         Request::CreatePartitions(r) => {
-            let body = create_partitions::handle(broker, session, r, version, client).await;
-            let throttle = u64::try_from(body.throttle_time_ms).unwrap_or(0);
-            return Ok((Reply::Send(encode(&body)?), throttle));
+            encode(&mut create_partitions::handle(broker, session, r, version, client).await)?
         }
-        Request::DescribeConfigs(r) => encode(&configs::describe(broker, session, r, version))?,
-        Request::AlterConfigs(r) => encode(&configs::alter(broker, session, r).await)?,
+        Request::DescribeConfigs(r) => encode(&mut configs::describe(broker, session, r, version))?,
+        Request::AlterConfigs(r) => encode(&mut configs::alter(broker, session, r).await)?,
         Request::IncrementalAlterConfigs(r) => {
-            encode(&configs::incremental_alter(broker, session, r).await)?
+            encode(&mut configs::incremental_alter(broker, session, r).await)?
         }
         Request::ElectLeaders(r) => {
-            encode(&elect_leaders::handle(broker, session, r, version).await)?
+            encode(&mut elect_leaders::handle(broker, session, r, version).await)?
         }
-        Request::DescribeCluster(r) => encode(&describe_cluster::handle(
+        Request::DescribeCluster(r) => encode(&mut describe_cluster::handle(
             broker, session, r, version, listener,
         ))?,
         Request::DescribeTopicPartitions(r) => {
-            encode(&describe_topic_partitions::handle(broker, session, r))?
+            encode(&mut describe_topic_partitions::handle(broker, session, r))?
         }
-        Request::DescribeLogDirs(r) => encode(&describe_log_dirs::handle(broker, session, r))?,
-        Request::DescribeAcls(r) => encode(&acls::describe(broker, session, r))?,
-        Request::CreateAcls(r) => encode(&acls::create(broker, session, r, version).await)?,
-        Request::DeleteAcls(r) => encode(&acls::delete(broker, session, r, version).await)?,
-        Request::InitProducerId(r) => encode(&init_producer_id::handle(broker, session, r).await)?,
+        Request::DescribeLogDirs(r) => encode(&mut describe_log_dirs::handle(broker, session, r))?,
+        Request::DescribeAcls(r) => encode(&mut acls::describe(broker, session, r))?,
+        Request::CreateAcls(r) => encode(&mut acls::create(broker, session, r, version).await)?,
+        Request::DeleteAcls(r) => encode(&mut acls::delete(broker, session, r, version).await)?,
+        Request::InitProducerId(r) => {
+            encode(&mut init_producer_id::handle(broker, session, r).await)?
+        }
         Request::FindCoordinator(r) => {
-            encode(&find_coordinator::handle(broker, session, r, version, listener).await)?
+            encode(&mut find_coordinator::handle(broker, session, r, version, listener).await)?
         }
         Request::JoinGroup(r) => {
             let caller = groups::Caller {
@@ -166,39 +215,106 @@ async fn answer(
                 peer,
                 session,
             };
-            encode(&groups::join(broker, r, version, caller).await)?
+            encode(&mut groups::join(broker, r, version, caller).await)?
         }
-        Request::SyncGroup(r) => encode(&groups::sync(broker, session, r, version).await)?,
-        Request::Heartbeat(r) => encode(&groups::heartbeat(broker, session, r))?,
-        Request::LeaveGroup(r) => encode(&groups::leave(broker, session, r, version).await)?,
-        Request::ListGroups(r) => encode(&groups::list(broker, session, r))?,
-        Request::DescribeGroups(r) => encode(&groups::describe(broker, session, r, version))?,
-        Request::DeleteGroups(r) => encode(&groups::delete(broker, session, r).await)?,
-        Request::OffsetCommit(r) => encode(&offsets::commit(broker, session, r, version).await)?,
-        Request::OffsetFetch(r) => encode(&offsets::fetch(broker, session, r, version))?,
-        Request::OffsetDelete(r) => encode(&offsets::delete(broker, session, r).await)?,
-        Request::DescribeProducers(r) => encode(&describe_producers::handle(broker, session, r))?,
-        Request::ListConfigResources(r) => {
-            encode(&list_config_resources::handle(broker, session, r, version))?
+        Request::SyncGroup(r) => encode(&mut groups::sync(broker, session, r, version).await)?,
+        Request::Heartbeat(r) => encode(&mut groups::heartbeat(broker, session, r))?,
+        Request::LeaveGroup(r) => encode(&mut groups::leave(broker, session, r, version).await)?,
+        Request::ListGroups(r) => encode(&mut groups::list(broker, session, r))?,
+        Request::DescribeGroups(r) => encode(&mut groups::describe(broker, session, r, version))?,
+        Request::DeleteGroups(r) => encode(&mut groups::delete(broker, session, r).await)?,
+        Request::OffsetCommit(r) => {
+            encode(&mut offsets::commit(broker, session, r, version).await)?
         }
-        Request::DescribeClientQuotas(r) => encode(&client_quotas::describe(broker, session, r))?,
+        Request::OffsetFetch(r) => encode(&mut offsets::fetch(broker, session, r, version))?,
+        Request::OffsetDelete(r) => encode(&mut offsets::delete(broker, session, r).await)?,
+        Request::DescribeProducers(r) => {
+            encode(&mut describe_producers::handle(broker, session, r))?
+        }
+        Request::ListConfigResources(r) => encode(&mut list_config_resources::handle(
+            broker, session, r, version,
+        ))?,
+        Request::DescribeClientQuotas(r) => {
+            encode(&mut client_quotas::describe(broker, session, r))?
+        }
         Request::AlterClientQuotas(r) => {
-            encode(&client_quotas::alter(broker, session, r, version).await)?
+            encode(&mut client_quotas::alter(broker, session, r, version).await)?
         }
         Request::DescribeUserScramCredentials(r) => {
-            encode(&scram_credentials::describe(broker, session, r))?
+            encode(&mut scram_credentials::describe(broker, session, r))?
         }
         Request::AlterUserScramCredentials(r) => {
-            encode(&scram_credentials::alter(broker, session, r, version).await)?
+            encode(&mut scram_credentials::alter(broker, session, r, version).await)?
         }
     };
-    Ok((Reply::Send(bytes), 0))
+    Ok((Reply::Send(bytes), throttled.into_inner()))
 }
 
-/// A response body `dispatch` can log the refusal of and encode.
-trait Answer: ErasedEncode + refusals::Refusal {}
+/// A response body `dispatch` can log the refusal of, throttle and encode.
+trait Answer: ErasedEncode + refusals::Refusal + ThrottleTime {}
 
-impl<T: ErasedEncode + refusals::Refusal> Answer for T {}
+impl<T: ErasedEncode + refusals::Refusal + ThrottleTime> Answer for T {}
+
+/// A response's `throttle_time_ms` (KIP-219).
+trait ThrottleTime {
+    fn throttle_time_ms(&self) -> i32;
+    fn set_throttle_time_ms(&mut self, ms: i32);
+}
+
+/// Every broker response carries `throttle_time_ms` (in the versions that have it).
+macro_rules! throttle_time {
+    ($($t:ident),* $(,)?) => {$(
+        impl ThrottleTime for keel_wire::kafka_protocol::messages::$t {
+            fn throttle_time_ms(&self) -> i32 {
+                self.throttle_time_ms
+            }
+            fn set_throttle_time_ms(&mut self, ms: i32) {
+                self.throttle_time_ms = ms;
+            }
+        }
+    )*};
+}
+
+throttle_time!(
+    ApiVersionsResponse,
+    MetadataResponse,
+    ProduceResponse,
+    FetchResponse,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DeleteRecordsResponse,
+    CreatePartitionsResponse,
+    DescribeConfigsResponse,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsResponse,
+    ElectLeadersResponse,
+    DescribeClusterResponse,
+    DescribeTopicPartitionsResponse,
+    DescribeLogDirsResponse,
+    DescribeAclsResponse,
+    CreateAclsResponse,
+    DeleteAclsResponse,
+    InitProducerIdResponse,
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    DescribeGroupsResponse,
+    DeleteGroupsResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    OffsetDeleteResponse,
+    DescribeProducersResponse,
+    ListConfigResourcesResponse,
+    DescribeClientQuotasResponse,
+    AlterClientQuotasResponse,
+    DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse,
+);
 
 /// Lets `dispatch` encode any response body through one closure.
 trait ErasedEncode {
