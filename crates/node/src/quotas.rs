@@ -230,7 +230,7 @@ impl QuotaUsage {
     /// and answers how long it is to be held unanswered before it is closed (0: within the
     /// rate, or no quota applies). As Kafka's `ConnectionQuotas`, a connection over the rate
     /// is not counted: it is refused, and the ones accepted are what the quota limits. The
-    /// throttle is at most the whole quota window, after which the rate has started afresh.
+    /// throttle is at most one window, as Kafka's `ConnectionQuotas` bounds it.
     pub fn record_connection(
         &self,
         quotas: &ClientQuotas,
@@ -257,7 +257,7 @@ impl QuotaUsage {
         }
         entry.record(-1.0, now_ms, w);
         let throttle = ((rate - limit) / limit.max(f64::MIN_POSITIVE) * window_ms as f64).round();
-        (throttle as u64).clamp(1, u64::from(w.num) * w.size_ms)
+        (throttle as u64).clamp(1, w.size_ms)
     }
 
     /// Forgets the keys idle for a whole quota window (their rate is 0 by then), at most once a
@@ -300,7 +300,13 @@ impl QuotaUsage {
             return 0;
         }
         let throttle = ((rate - limit) / limit * window_ms as f64).round();
-        (throttle as u64).min(THROTTLE_MS_MAX)
+        // Kafka bounds a request quota's throttle by one window (ClientRequestQuotaManager's
+        // maxThrottleTimeMs): a client muted longer would miss its group's heartbeats.
+        let max = match kind {
+            QuotaKind::Request => w.size_ms,
+            _ => THROTTLE_MS_MAX,
+        };
+        (throttle as u64).min(max)
     }
 
     /// Takes back `value` recorded by [`QuotaUsage::record`] for a response that was not sent

@@ -282,7 +282,10 @@ impl ControllerChannel {
     /// Sends `request` at exactly `version` inside Kafka's Envelope (KIP-590), naming the client
     /// it is forwarded for: the controller decides it for that principal and address and
     /// charges it to the client's `controller_mutation_rate` (KIP-599).
-    pub async fn forward_enveloped<Req: Encodable, Resp: Decodable>(
+    ///
+    /// A controller that does not serve Envelope (an older one, mid rolling upgrade) gets the
+    /// request forwarded as is.
+    pub async fn forward_enveloped<Req: Encodable, Resp: Decodable + ControllerAnswer>(
         &self,
         api_key: ApiKey,
         version: i16,
@@ -303,7 +306,12 @@ impl ControllerChannel {
             .with_request_data(inner.slice(4..))
             .with_request_principal(Some(client.principal.serialize()))
             .with_client_host_address(client.address());
-        let answer: EnvelopeResponse = self.call(ApiKey::Envelope, 0, 0, &envelope).await?;
+        let answer: EnvelopeResponse = match self.call(ApiKey::Envelope, 0, 0, &envelope).await {
+            Err(ClientError::NoCommonVersion { .. }) => {
+                return self.forward(api_key, version, request).await
+            }
+            answer => answer?,
+        };
         if answer.error_code != 0 {
             return Err(ClientError::Envelope(answer.error_code));
         }

@@ -65,11 +65,14 @@ impl RequestHandler for ControllerHandler {
             Ok(decoded) => {
                 let context = session.request_context(decoded.api_key);
                 let authz = Authz::on_controller(authorizer, machine, context);
-                // Mutations are charged to the sender, unless it is a broker or controller (by
-                // its CLUSTER_ACTION): a broker forwards its clients' in Envelopes, which name
-                // them, and sends the cluster's own (auto-created topics, __consumer_offsets)
-                // directly. Without an authorizer every sender is charged.
-                let cluster_own = authorizer.is_some() && authorize::is_forwarder(&authz);
+                // Mutations are charged to the sender, unless it is this process's broker (the
+                // in-memory channel) or a broker or controller (by its CLUSTER_ACTION): a
+                // broker forwards its clients' in Envelopes, which name them, and sends the
+                // cluster's own (auto-created topics, __consumer_offsets) directly. Without an
+                // authorizer other brokers' are charged to their principal, but at versions
+                // that are only throttled, never refused.
+                let cluster_own = self.settings.in_process
+                    || (authorizer.is_some() && authorize::is_forwarder(&authz));
                 let who = (!cluster_own).then(|| super::mutation_quota::Mutator {
                     user: session.principal.name.clone(),
                     client_id: decoded

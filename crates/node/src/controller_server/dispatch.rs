@@ -378,13 +378,21 @@ async fn answer(
         R::CreateTopics(mut r) => {
             let refused = per_item.map(|a| authorize::create_topics(a, &mut r));
             let admission = mutations.admission(&quotas, who, v >= 6);
+            let image = handle.machine().image();
             let (charged, throttled) = mutation_quota::admit_creations(
                 &admission,
                 mutations.now_ms(),
                 settings.num_partitions,
+                &image,
                 &mut r,
             );
-            let mut response = topics::create(handle, settings, r, v).await?;
+            let mut response = match topics::create(handle, settings, r, v).await {
+                Ok(response) => response,
+                Err(e) => {
+                    charged.give_back_all(&admission, mutations.now_ms());
+                    return Err(e.into());
+                }
+            };
             let now = mutations.now_ms();
             charged.settle(
                 &admission,
@@ -407,7 +415,13 @@ async fn answer(
             let admission = mutations.admission(&quotas, who, v >= 5);
             let (charged, throttled) =
                 mutation_quota::admit_deletions(&admission, mutations.now_ms(), &image, &mut r);
-            let mut response = topics::delete(handle, r, v).await?;
+            let mut response = match topics::delete(handle, r, v).await {
+                Ok(response) => response,
+                Err(e) => {
+                    charged.give_back_all(&admission, mutations.now_ms());
+                    return Err(e.into());
+                }
+            };
             let now = mutations.now_ms();
             charged.settle(
                 &admission,
@@ -434,7 +448,13 @@ async fn answer(
                 &image,
                 &mut r,
             );
-            let mut response = topics::create_partitions(handle, r).await?;
+            let mut response = match topics::create_partitions(handle, r).await {
+                Ok(response) => response,
+                Err(e) => {
+                    charged.give_back_all(&admission, mutations.now_ms());
+                    return Err(e.into());
+                }
+            };
             let now = mutations.now_ms();
             charged.settle(
                 &admission,

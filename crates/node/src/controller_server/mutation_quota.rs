@@ -259,6 +259,29 @@ impl Charged {
     }
 }
 
+impl Charged {
+    /// Gives back everything: the request failed as a whole (the controller lost its
+    /// leadership, say).
+    pub fn give_back_all(self, admission: &Admission<'_>, now_ms: u64) {
+        for (_, partitions) in self.0 {
+            admission.give_back(partitions, now_ms);
+        }
+    }
+}
+
+/// Names given more than once in a request: every copy fails (Kafka's INVALID_REQUEST), so
+/// none is charged.
+fn repeated<'a>(names: impl Iterator<Item = &'a str>) -> std::collections::HashSet<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut twice = std::collections::HashSet::new();
+    for name in names {
+        if !seen.insert(name) {
+            twice.insert(name.to_string());
+        }
+    }
+    twice
+}
+
 /// The error of a topic refused for the quota.
 fn throttled(throttle_ms: u64) -> ApiError {
     ApiError::new(
@@ -298,21 +321,29 @@ fn admit_each<T, R>(
 }
 
 /// CreateTopics: a topic takes its partitions (`num.partitions` for -1, else its count or its
-/// assignments). `validate_only` requests take nothing.
+/// assignments). `validate_only` requests take nothing, and neither does a topic that will fail
+/// for what the image already says (it exists; it is named twice) — as Kafka charges a topic
+/// once it passed its checks. One that fails a later check gives its partitions back
+/// ([`Charged::settle`]).
 pub fn admit_creations(
     admission: &Admission<'_>,
     now_ms: u64,
     default_partitions: u32,
+    image: &ClusterImage,
     request: &mut CreateTopicsRequest,
 ) -> (Charged, Vec<CreatableTopicResult>) {
     if request.validate_only {
         return Default::default();
     }
+    let twice = repeated(request.topics.iter().map(|t| t.name.as_str()));
     admit_each(
         admission,
         now_ms,
         &mut request.topics,
         |t| {
+            if twice.contains(t.name.as_str()) || image.topic_id(t.name.as_str()).is_some() {
+                return (t.name.to_string(), 0);
+            }
             let n = if !t.assignments.is_empty() {
                 u32::try_from(t.assignments.len()).unwrap_or(u32::MAX)
             } else if t.num_partitions == -1 {
@@ -337,18 +368,26 @@ pub fn admit_new_partitions(
     if request.validate_only {
         return Default::default();
     }
+    let twice = repeated(request.topics.iter().map(|t| t.name.as_str()));
     admit_each(
         admission,
         now_ms,
         &mut request.topics,
         |t| {
-            let now = image
+            // An unknown topic (or one named twice) fails: nothing to charge.
+            let Some(topic) = image
                 .topic_id(t.name.as_str())
                 .and_then(|id| image.topic(id))
-                .map_or(0, |topic| topic.partitions.len());
+                .filter(|_| !twice.contains(t.name.as_str()))
+            else {
+                return (t.name.to_string(), 0);
+            };
             let wanted = usize::try_from(t.count).unwrap_or(0);
-            let gained = u32::try_from(wanted.saturating_sub(now)).unwrap_or(u32::MAX);
-            (t.name.to_string(), gained)
+            let gained = wanted.saturating_sub(topic.partitions.len());
+            (
+                t.name.to_string(),
+                u32::try_from(gained).unwrap_or(u32::MAX),
+            )
         },
         |t, e| {
             CreatePartitionsTopicResult::default()
@@ -359,7 +398,7 @@ pub fn admit_new_partitions(
     )
 }
 
-/// DeleteTopics: a topic takes its partitions (one unknown takes nothing).
+/// DeleteTopics: a topic takes its partitions (one unknown, or named twice, takes nothing).
 pub fn admit_deletions(
     admission: &Admission<'_>,
     now_ms: u64,
@@ -377,11 +416,15 @@ pub fn admit_deletions(
             .with_error_code(e.code())
             .with_error_message(e.message_str())
     };
+    let twice = repeated(request.topic_names.iter().map(|n| n.as_str()));
     let (mut charged, mut refused) = admit_each(
         admission,
         now_ms,
         &mut request.topic_names,
-        |name| (name.to_string(), count(image.topic_id(name.as_str()))),
+        |name| match twice.contains(name.as_str()) {
+            true => (name.to_string(), 0),
+            false => (name.to_string(), count(image.topic_id(name.as_str()))),
+        },
         |name, e| refusal(Some(name.clone()), uuid::Uuid::nil(), e),
     );
     let (by_state, refused_states) = admit_each(
@@ -515,5 +558,46 @@ mod tests {
             take(format!("late-{i}"), 100_000);
         }
         assert!(quotas.tracked() <= 600, "{}", quotas.tracked());
+    }
+
+    // Shows: a topic the image shows will fail (named twice; CreatePartitions of an unknown
+    // topic) takes nothing, while the others take their partitions; a request that failed as a
+    // whole gives everything back.
+    #[test]
+    fn topics_that_will_fail_take_nothing() {
+        use keel_wire::kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        use keel_wire::kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use keel_wire::kafka_protocol::protocol::StrBytes;
+        let q = rate("alice", 1.0);
+        let quotas = MutationQuotas::new(11, 1);
+        let a = quotas.admission(&q, Some(&who("alice")), true);
+        let image = ClusterImage::new();
+        let name = |n: &str| TopicName(StrBytes::from_string(n.to_string()));
+        let topic = |n: &str, partitions: i32| {
+            CreatableTopic::default()
+                .with_name(name(n))
+                .with_num_partitions(partitions)
+                .with_replication_factor(1)
+        };
+        let mut create = CreateTopicsRequest::default().with_topics(vec![
+            topic("twice", 100),
+            topic("twice", 100),
+            topic("once", 5),
+        ]);
+        let (charged, refused) = admit_creations(&a, 0, 1, &image, &mut create);
+        assert!(refused.is_empty() && create.topics.len() == 3);
+        let mut grow =
+            CreatePartitionsRequest::default().with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name("unknown"))
+                .with_count(1_000)]);
+        let (nothing, refused) = admit_new_partitions(&a, 0, &image, &mut grow);
+        assert!(refused.is_empty() && nothing.0.iter().all(|(_, n)| *n == 0));
+        // 11 - 5 = 6 left; all of it back, then exactly the burst takes the bucket to zero.
+        assert_eq!(a.throttle_ms(0), 0);
+        charged.give_back_all(&a, 0);
+        assert_eq!(a.admit(11, 0), Ok(()));
+        assert_eq!(a.throttle_ms(0), 0);
+        assert_eq!(a.admit(1, 0), Ok(()));
+        assert_eq!(a.throttle_ms(0), 1_000);
     }
 }

@@ -219,7 +219,14 @@ async fn create_offsets_topic(broker: &Broker) -> Result<(), (ResponseError, Str
             )]);
     let answer: Result<CreateTopicsResponse, _> = broker
         .controller()
-        .call(ApiKey::CreateTopics, 2, 7, &request)
+        // At most v5, which cannot carry THROTTLING_QUOTA_EXCEEDED: the cluster's own creation
+        // is never refused by a controller_mutation_rate (KIP-599).
+        .call(
+            ApiKey::CreateTopics,
+            2,
+            super::INTERNAL_CREATE_TOPICS_VERSION_MAX,
+            &request,
+        )
         .await;
     let unavailable = |why: String| (ResponseError::CoordinatorNotAvailable, why);
     let topic = match answer {

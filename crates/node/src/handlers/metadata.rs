@@ -40,6 +40,7 @@ pub async fn handle(
     request: MetadataRequest,
     version: i16,
     listener: &str,
+    client_id: &str,
 ) -> MetadataResponse {
     let authz = Authz::new(broker, session, ApiKey::Metadata);
     let include_topic_operations = version >= 8 && request.include_topic_authorized_operations;
@@ -75,7 +76,10 @@ pub async fn handle(
                             ResponseError::TopicAuthorizationFailed,
                         )
                     }
-                    Some(name) => by_name(broker, &authz, &name, allow_auto_create).await,
+                    Some(name) => {
+                        let client = super::forwarded_for(session, client_id);
+                        by_name(broker, &authz, &name, allow_auto_create, client).await
+                    }
                     // Topic ids in Metadata requests are served from v12 on, as Kafka does.
                     None if version < 12 => error_entry(
                         Some(TopicName(str_bytes(""))),
@@ -131,11 +135,15 @@ fn brokers(broker: &Broker, listener: &str) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
+/// The CreateTopics version of an auto-creation (Kafka's newest the controller serves).
+const AUTO_CREATE_VERSION: i16 = 7;
+
 async fn by_name(
     broker: &Arc<Broker>,
     authz: &Authz<'_>,
     name: &TopicName,
     allow_auto_create: bool,
+    client: crate::cluster::controller_channel::ForwardedFor<'_>,
 ) -> MetadataResponseTopic {
     if let Some(topic) = broker.topic(name) {
         return topic_entry(&topic);
@@ -167,12 +175,21 @@ async fn by_name(
             .with_num_partitions(-1)
             .with_replication_factor(-1)])
         .with_timeout_ms(AUTO_CREATE_TIMEOUT_MS);
+    // In an Envelope naming the client, as Kafka's AutoTopicCreationManager sends it: the
+    // creation is authorized as the client's and charged to its controller_mutation_rate.
     let answer: Result<CreateTopicsResponse, _> = broker
         .controller()
-        .call(ApiKey::CreateTopics, 2, 7, &request)
+        .forward_enveloped(ApiKey::CreateTopics, AUTO_CREATE_VERSION, &request, client)
         .await;
     let code = match answer {
-        Ok(response) => response.topics.first().map_or(-1, |t| t.error_code),
+        // Over its mutation quota the client sees the topic as not ready yet and asks again
+        // (Kafka answers auto-creations before they are done and only logs their errors).
+        Ok(response) => match response.topics.first().map_or(-1, |t| t.error_code) {
+            code if code == ResponseError::ThrottlingQuotaExceeded.code() => {
+                ResponseError::LeaderNotAvailable.code()
+            }
+            code => code,
+        },
         Err(_) => ResponseError::LeaderNotAvailable.code(),
     };
     if code == 0 {

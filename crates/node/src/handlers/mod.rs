@@ -124,7 +124,7 @@ async fn answer(
             body.encode_response(key, version, correlation_id)?
         }
         Request::Metadata(r) => {
-            encode(&mut metadata::handle(broker, session, r, version, listener).await)?
+            encode(&mut metadata::handle(broker, session, r, version, listener, client).await)?
         }
         Request::Produce(r) => {
             let outcome = produce::handle(broker, session, r, version, listener).await;
@@ -336,6 +336,11 @@ impl<T: Encodable> ErasedEncode for T {
         response::encode(key, version, correlation_id, self)
     }
 }
+
+/// The newest CreateTopics version a broker uses for the cluster's own topics
+/// (`__consumer_offsets`): versions up to 5 cannot be refused by a controller mutation quota,
+/// only throttled.
+pub(crate) const INTERNAL_CREATE_TOPICS_VERSION_MAX: i16 = 5;
 
 /// A forwarded request that could not reach the controller: `NOT_CONTROLLER` (clients retry
 /// it after refreshing metadata), with the reason.
