@@ -92,6 +92,26 @@ pub enum LogError {
         /// The epoch the partition knows.
         current: i16,
     },
+    /// A producer with an open transaction here wrote a non-transactional batch
+    /// (`INVALID_TXN_STATE`).
+    #[error("producer {producer_id} has an open transaction here from offset {first_offset}: expected a transactional write")]
+    InvalidTxnState {
+        /// The producer.
+        producer_id: i64,
+        /// The first offset of its open transaction.
+        first_offset: Offset,
+    },
+    /// A transaction marker from a coordinator older than one that already wrote a marker for
+    /// the producer (`TRANSACTION_COORDINATOR_FENCED`).
+    #[error("producer {producer_id}: marker from coordinator epoch {coordinator_epoch}, but epoch {current} already wrote one")]
+    TransactionCoordinatorFenced {
+        /// The producer.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The newest coordinator epoch seen for the producer.
+        current: i32,
+    },
 
     // ---- damage: fatal for the partition's data from there on, not for the directory ----
     /// Stored data failed validation when read back (bit rot, a misdirected or lost write): the
@@ -199,6 +219,8 @@ impl LogError {
             | LogError::UnexpectedAppendOffset { .. }
             | LogError::OutOfOrderSequence { .. }
             | LogError::InvalidProducerEpoch { .. }
+            | LogError::InvalidTxnState { .. }
+            | LogError::TransactionCoordinatorFenced { .. }
             | LogError::Damaged(_) => false,
             LogError::Io { .. }
             | LogError::Locked { .. }
@@ -222,6 +244,8 @@ impl LogError {
             LogError::InvalidRecord { .. } => Some(87),
             LogError::OutOfOrderSequence { .. } => Some(45),
             LogError::InvalidProducerEpoch { .. } => Some(47),
+            LogError::InvalidTxnState { .. } => Some(48),
+            LogError::TransactionCoordinatorFenced { .. } => Some(52),
             LogError::Damaged(_) => Some(56),
             LogError::UnexpectedAppendOffset { .. }
             | LogError::Io { .. }

@@ -25,6 +25,8 @@
 //!     leader-epoch-checkpoint            0 / count / "<epoch> <start offset>" lines
 //!     00000000000000001234.snapshot      idempotent producers' state below offset 1234
 //!                                        (written at each roll and at close)
+//!     00000000000000000000.txnindex      aborted transactions whose ABORT marker is in the
+//!                                        segment (34-byte entries, Kafka's layout)
 //! ```
 //!
 //! Checkpoints and markers are replaced atomically ([`storage::write_file_atomically`]: temp
@@ -128,6 +130,7 @@ pub mod plain_batch;
 pub mod producer_state;
 mod segment;
 pub mod storage;
+pub mod txn;
 mod types;
 pub mod validate;
 
@@ -152,4 +155,5 @@ pub use segment::{
     TIME_INDEX_FILE_SUFFIX,
 };
 pub use storage::{MemStorage, OsStorage, Storage, StorageFile, VolumeSpace};
+pub use txn::{AbortedTxn, CompletedTxn, ControlType, EndTxnMarker, TXN_INDEX_FILE_SUFFIX};
 pub use types::{LeaderEpoch, Offset, TimestampOffset, TopicPartition};

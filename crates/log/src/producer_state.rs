@@ -18,10 +18,21 @@
 //! with CRC-32C:
 //!
 //! ```text
-//! version u16 = 1 | crc32c u32 (of everything after it) | producers u32 |
-//!   per producer: id i64 | epoch i16 | last timestamp i64 | batches u8 |
+//! version u16 = 2 | crc32c u32 (of everything after it) | producers u32 |
+//!   per producer: id i64 | epoch i16 | last timestamp i64 |
+//!     coordinator epoch i32 | open transaction's first offset i64 (-1: none) | batches u8 |
 //!     per batch: first sequence i32 | last sequence i32 | last offset i64 | offset delta i32
 //! ```
+//!
+//! Version 1 (before transactions) lacks the two transaction fields and still loads.
+//!
+//! **Transactions (KIP-98).** A producer's first transactional batch opens its transaction
+//! here; the COMMIT or ABORT marker its coordinator writes ([`ProducerStates::record_marker`])
+//! closes it. While open, the producer may only write transactional batches
+//! (`INVALID_TXN_STATE`), a marker from an older coordinator epoch is fenced, and the producer
+//! never expires. The *first unstable offset* is the first offset of the oldest transaction
+//! that is open, or decided but with its marker not yet below the high watermark
+//! ([`ProducerStates::on_high_watermark`]); the partition's last stable offset is never past it.
 //!
 //! Entries expire when a producer has not written for `producer.id.expiration.ms`
 //! ([`ProducerStates::remove_expired`]); deleting old segments does not remove them (KIP-360).
@@ -30,6 +41,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::batch::{BatchHeader, CONTROL_ATTRIBUTE, TRANSACTIONAL_ATTRIBUTE};
 use crate::error::LogError;
+use crate::txn::{CompletedTxn, ControlType, EndTxnMarker};
 use crate::types::Offset;
 
 /// How many of a producer's latest batches are remembered for duplicate detection (Kafka's
@@ -40,7 +52,9 @@ pub const NO_PRODUCER_ID: i64 = -1;
 /// Suffix of producer state snapshot files (`<offset, 20 digits>.snapshot`).
 pub const PRODUCER_SNAPSHOT_SUFFIX: &str = ".snapshot";
 
-const SNAPSHOT_VERSION: u16 = 1;
+const SNAPSHOT_VERSION: u16 = 2;
+/// No coordinator has written a marker for the producer yet.
+pub const NO_COORDINATOR_EPOCH: i32 = -1;
 
 /// One batch a producer wrote: its sequence range and where it landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,14 +77,30 @@ impl BatchMetadata {
 }
 
 /// What a partition knows about one producer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
     /// The producer's current epoch here.
     pub epoch: i16,
     /// Its latest batches in this epoch, oldest first (at most [`BATCHES_KEPT`]).
     pub batches: VecDeque<BatchMetadata>,
-    /// Max timestamp of its latest batch (expiration counts from it).
+    /// Max timestamp of its latest batch or marker (expiration counts from it).
     pub last_timestamp: i64,
+    /// Epoch of the coordinator that wrote its latest marker ([`NO_COORDINATOR_EPOCH`]: none).
+    pub coordinator_epoch: i32,
+    /// Offset of the first record of its open transaction here, if one is open.
+    pub current_txn_first_offset: Option<Offset>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        ProducerEntry {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp: 0,
+            coordinator_epoch: NO_COORDINATOR_EPOCH,
+            current_txn_first_offset: None,
+        }
+    }
 }
 
 impl ProducerEntry {
@@ -103,6 +133,11 @@ pub enum SequenceCheck {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProducerStates {
     producers: BTreeMap<i64, ProducerEntry>,
+    /// Open transactions: first offset → producer.
+    ongoing: BTreeMap<Offset, i64>,
+    /// Decided transactions whose marker may still be at or above the high watermark: first
+    /// offset → marker offset.
+    unreplicated: BTreeMap<Offset, Offset>,
 }
 
 /// The sequence of a batch's last record: sequences wrap from `i32::MAX` to 0.
@@ -139,23 +174,76 @@ impl ProducerStates {
     }
 
     /// Kafka's checks of a producer batch before a leader appends it (see the module docs).
-    /// Transactional and control batches are refused: Keel has no transaction coordinator.
+    /// Control batches are refused: only a transaction coordinator writes markers
+    /// ([`ProducerStates::check_marker`]).
     pub fn check(&self, header: &BatchHeader) -> Result<SequenceCheck, LogError> {
         if header.attributes & CONTROL_ATTRIBUTE != 0 {
             return Err(LogError::InvalidRecord {
                 reason: "control batches cannot be produced".to_string(),
             });
         }
-        if header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
-            return Err(LogError::InvalidRecord {
-                reason:
-                    "transactional batches are not supported (Keel has no transaction coordinator)"
-                        .to_string(),
-            });
-        }
+        let transactional = header.attributes & TRANSACTIONAL_ATTRIBUTE != 0;
         if !is_idempotent(header) {
+            if transactional {
+                return Err(LogError::InvalidRecord {
+                    reason: "a transactional batch needs a producer id".to_string(),
+                });
+            }
             return Ok(SequenceCheck::Append);
         }
+        let check = self.check_sequence(header)?;
+        if check == SequenceCheck::Append && !transactional {
+            if let Some(entry) = self.producers.get(&header.producer_id) {
+                if let Some(first_offset) = entry.current_txn_first_offset {
+                    return Err(LogError::InvalidTxnState {
+                        producer_id: header.producer_id,
+                        first_offset,
+                    });
+                }
+            }
+        }
+        Ok(check)
+    }
+
+    /// Kafka's checks of a transaction marker before a leader appends it for
+    /// `producer_id` / `producer_epoch`: an older producer epoch is fenced
+    /// (`INVALID_PRODUCER_EPOCH`), and so is a coordinator older than the last one that wrote a
+    /// marker for the producer (`TRANSACTION_COORDINATOR_FENCED`).
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: &EndTxnMarker,
+    ) -> Result<(), LogError> {
+        if producer_id < 0 || producer_epoch < 0 {
+            return Err(LogError::InvalidRecord {
+                reason: format!(
+                    "a transaction marker needs a producer id and epoch, got {producer_id} / {producer_epoch}"
+                ),
+            });
+        }
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.epoch {
+            return Err(LogError::InvalidProducerEpoch {
+                producer_id,
+                epoch: producer_epoch,
+                current: entry.epoch,
+            });
+        }
+        if marker.coordinator_epoch < entry.coordinator_epoch {
+            return Err(LogError::TransactionCoordinatorFenced {
+                producer_id,
+                coordinator_epoch: marker.coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// The epoch and sequence checks of an idempotent batch.
+    fn check_sequence(&self, header: &BatchHeader) -> Result<SequenceCheck, LogError> {
         let (id, epoch, first) = (
             header.producer_id,
             header.producer_epoch,
@@ -204,8 +292,9 @@ impl ProducerStates {
         }
     }
 
-    /// Records an appended batch (its offsets assigned). Batches without a producer id and
-    /// control batches change nothing.
+    /// Records an appended data batch (its offsets assigned); a transactional one opens its
+    /// producer's transaction if none is open. Batches without a producer id and control
+    /// batches change nothing (markers go to [`ProducerStates::record_marker`]).
     pub fn record(&mut self, header: &BatchHeader) {
         if !is_idempotent(header) || header.attributes & CONTROL_ATTRIBUTE != 0 {
             return;
@@ -214,6 +303,12 @@ impl ProducerStates {
         if header.producer_epoch != entry.epoch || entry.batches.is_empty() {
             entry.epoch = header.producer_epoch;
             entry.batches.clear();
+        }
+        if header.attributes & TRANSACTIONAL_ATTRIBUTE != 0
+            && entry.current_txn_first_offset.is_none()
+        {
+            entry.current_txn_first_offset = Some(header.base_offset);
+            self.ongoing.insert(header.base_offset, header.producer_id);
         }
         entry.batches.push_back(BatchMetadata {
             first_sequence: header.base_sequence,
@@ -227,12 +322,83 @@ impl ProducerStates {
         entry.last_timestamp = header.max_timestamp;
     }
 
+    /// Records an appended marker (`header`: its control batch, offset assigned). Closes the
+    /// producer's open transaction, if any, and returns it; the producer takes the marker's
+    /// epoch (transactions v2 bump it at every end) and coordinator epoch.
+    pub fn record_marker(
+        &mut self,
+        header: &BatchHeader,
+        marker: &EndTxnMarker,
+    ) -> Option<CompletedTxn> {
+        let entry = self.producers.entry(header.producer_id).or_default();
+        if header.producer_epoch != entry.epoch {
+            entry.epoch = header.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp = header.max_timestamp;
+        let first_offset = entry.current_txn_first_offset.take()?;
+        self.ongoing.remove(&first_offset);
+        self.unreplicated.insert(first_offset, header.base_offset);
+        Some(CompletedTxn {
+            producer_id: header.producer_id,
+            first_offset,
+            last_offset: header.base_offset,
+            aborted: marker.kind == ControlType::Abort,
+        })
+    }
+
+    /// The first offset of the oldest transaction still open, or decided with its marker not
+    /// yet below `high_watermark`: the last stable offset never passes it.
+    pub fn first_unstable_offset(&self, high_watermark: Offset) -> Option<Offset> {
+        let ongoing = self.ongoing.keys().next().copied();
+        let unreplicated = self
+            .unreplicated
+            .iter()
+            .find(|(_, marker)| **marker >= high_watermark)
+            .map(|(first, _)| *first);
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The first offset of the oldest open transaction (Kafka's first undecided offset).
+    pub fn first_undecided_offset(&self) -> Option<Offset> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// The last stable offset to store with an aborted transaction just completed: the first
+    /// offset of the oldest transaction still open, or the offset after its marker.
+    pub fn last_stable_offset_after(&self, completed: &CompletedTxn) -> Offset {
+        self.ongoing
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(completed.last_offset.next())
+    }
+
+    /// The high watermark reached `high_watermark`: decided transactions whose marker lies
+    /// below it are stable now and forgotten here.
+    pub fn on_high_watermark(&mut self, high_watermark: Offset) {
+        self.unreplicated
+            .retain(|_, marker| *marker >= high_watermark);
+    }
+
+    /// Open transactions, oldest first: (first offset, producer id).
+    pub fn open_transactions(&self) -> impl Iterator<Item = (Offset, i64)> + '_ {
+        self.ongoing.iter().map(|(o, p)| (*o, *p))
+    }
+
     /// Forgets producers whose latest batch is older than `expiration_ms` at `now_ms`
-    /// (`producer.id.expiration.ms`). Returns how many were removed.
+    /// (`producer.id.expiration.ms`); a producer with an open transaction never expires.
+    /// Returns how many were removed.
     pub fn remove_expired(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_timestamp) < expiration_ms);
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
+        });
         before - self.producers.len()
     }
 
@@ -244,6 +410,9 @@ impl ProducerStates {
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&entry.epoch.to_be_bytes());
             body.extend_from_slice(&entry.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&entry.coordinator_epoch.to_be_bytes());
+            let txn_first = entry.current_txn_first_offset.map_or(-1, |o| o.0);
+            body.extend_from_slice(&txn_first.to_be_bytes());
             body.push(entry.batches.len() as u8);
             for b in &entry.batches {
                 body.extend_from_slice(&b.first_sequence.to_be_bytes());
@@ -259,11 +428,12 @@ impl ProducerStates {
         out
     }
 
-    /// Parses a snapshot written by [`ProducerStates::encode`].
+    /// Parses a snapshot written by [`ProducerStates::encode`] (version 2, or version 1 from
+    /// before transactions).
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
         let mut r = Reader { bytes, at: 0 };
         let version = u16::from_be_bytes(r.take()?);
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != 1 {
             return Err(format!("unknown producer snapshot version {version}"));
         }
         let crc = u32::from_be_bytes(r.take()?);
@@ -275,10 +445,22 @@ impl ProducerStates {
         }
         let count = u32::from_be_bytes(r.take()?);
         let mut producers = BTreeMap::new();
+        let mut ongoing = BTreeMap::new();
         for _ in 0..count {
             let id = i64::from_be_bytes(r.take()?);
             let epoch = i16::from_be_bytes(r.take()?);
             let last_timestamp = i64::from_be_bytes(r.take()?);
+            let (coordinator_epoch, txn_first) = if version >= 2 {
+                (i32::from_be_bytes(r.take()?), i64::from_be_bytes(r.take()?))
+            } else {
+                (NO_COORDINATOR_EPOCH, -1)
+            };
+            if txn_first < -1 {
+                return Err(format!(
+                    "producer {id}: open transaction at offset {txn_first}"
+                ));
+            }
+            let current_txn_first_offset = (txn_first >= 0).then_some(Offset(txn_first));
             let [batch_count] = r.take::<1>()?;
             let mut batches = VecDeque::with_capacity(usize::from(batch_count));
             for _ in 0..batch_count {
@@ -289,12 +471,19 @@ impl ProducerStates {
                     offset_delta: i32::from_be_bytes(r.take()?),
                 });
             }
+            if let Some(first) = current_txn_first_offset {
+                if ongoing.insert(first, id).is_some() {
+                    return Err(format!("two open transactions start at offset {first}"));
+                }
+            }
             producers.insert(
                 id,
                 ProducerEntry {
                     epoch,
                     batches,
                     last_timestamp,
+                    coordinator_epoch,
+                    current_txn_first_offset,
                 },
             );
         }
@@ -304,7 +493,11 @@ impl ProducerStates {
                 bytes.len() - r.at
             ));
         }
-        Ok(ProducerStates { producers })
+        Ok(ProducerStates {
+            producers,
+            ongoing,
+            unreplicated: BTreeMap::new(),
+        })
     }
 }
 

@@ -77,8 +77,8 @@ impl Log {
         self.save_epochs_if(changed)?;
         let mut info = self.append_batches(&buf, &batches, now_ms)?;
         info.log_append_time_ms = log_append_time_ms;
-        for (_, header) in &batches {
-            self.producers.record(header);
+        for (position, header) in &batches {
+            self.record_batch(&buf[*position..], header);
         }
         Ok(info)
     }
@@ -154,8 +154,8 @@ impl Log {
         self.save_epochs_if(changed)?;
         let batches: Vec<_> = views.iter().map(|v| (v.position, v.header)).collect();
         let info = self.append_batches(records, &batches, now_ms)?;
-        for (_, header) in &batches {
-            self.producers.record(header);
+        for (position, header) in &batches {
+            self.record_batch(&records[*position..], header);
         }
         Ok(info)
     }
@@ -215,7 +215,7 @@ impl Log {
 
     /// Writes validated batches that start at the log end offset: rolls if needed, appends,
     /// applies the flush policy.
-    fn append_batches(
+    pub(super) fn append_batches(
         &mut self,
         bytes: &[u8],
         batches: &[(usize, BatchHeader)],

@@ -45,7 +45,7 @@ use crate::batch::records::{encode_with_timestamp_delta, parse_records};
 use crate::batch::{
     compute_crc, parse_batch_at, BatchHeader, ATTRIBUTES_POS, BASE_TIMESTAMP_POS,
     COMPRESSION_CODEC_MASK, CRC_POS, DELETE_HORIZON_ATTRIBUTE, HEADER_SIZE, LENGTH_POS,
-    LOG_OVERHEAD, RECORDS_COUNT_POS,
+    LOG_OVERHEAD, RECORDS_COUNT_POS, TRANSACTIONAL_ATTRIBUTE,
 };
 use crate::error::LogError;
 use crate::segment::{segment_file_name, Check, Segment, LOG_FILE_SUFFIX};
@@ -627,7 +627,9 @@ const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 impl OffsetMap {
     fn add_batch(&mut self, bytes: &[u8], header: &BatchHeader, codecs: &dyn RecordCodecs) {
-        if header.is_control() {
+        // A transactional record may belong to an aborted transaction: it must never make an
+        // earlier record of its key look superseded.
+        if header.is_control() || header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
             return;
         }
         let Ok(section) = records_section(bytes, header, codecs) else {
@@ -686,7 +688,8 @@ impl Filter<'_> {
         last_in_segment: bool,
         stats: &mut CompactionStats,
     ) -> Fate {
-        if header.is_control() {
+        // Markers, and transactional data (aborted or not), are kept whole for now.
+        if header.is_control() || header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
             return Fate::Keep;
         }
         let codec = header.attributes & COMPRESSION_CODEC_MASK;

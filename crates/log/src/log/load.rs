@@ -21,6 +21,7 @@ use crate::segment::{
     TIME_INDEX_FILE_SUFFIX,
 };
 use crate::storage::{create_dir_all_durable, Storage, TEMP_FILE_SUFFIX};
+use crate::txn::TXN_INDEX_FILE_SUFFIX;
 use crate::types::Offset;
 
 /// What [`Log::open`] did, for the broker to log ("recovery skipped" vs "recovered N batches,
@@ -137,6 +138,7 @@ impl Log {
                 ..RecoveryReport::default()
             },
             producers: ProducerStates::new(),
+            aborted: BTreeMap::new(),
             cleaner_offset: Offset(0),
             delete_horizon_ms: None,
             generation: 0,
@@ -343,7 +345,7 @@ impl Log {
 }
 
 /// Lists the segment base offsets in `dir`, removing leftovers: temp files of interrupted atomic
-/// writes and index files without a log file.
+/// writes and index files (offset, time, transaction) without a log file.
 fn discover_segments(
     storage: &dyn Storage,
     dir: &std::path::Path,
@@ -361,6 +363,7 @@ fn discover_segments(
             bases.push(base);
         } else if let Some(base) = parse_segment_file_name(name, INDEX_FILE_SUFFIX)
             .or_else(|| parse_segment_file_name(name, TIME_INDEX_FILE_SUFFIX))
+            .or_else(|| parse_segment_file_name(name, TXN_INDEX_FILE_SUFFIX))
         {
             indexes.push((base, name));
         } else if name != LEADER_EPOCH_CHECKPOINT_FILE

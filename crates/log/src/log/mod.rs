@@ -24,6 +24,7 @@ mod retention;
 mod scrub;
 mod timestamps;
 mod truncate;
+mod txns;
 
 #[cfg(test)]
 mod compact_tests;
@@ -33,6 +34,8 @@ mod damage_tests;
 mod tests;
 #[cfg(test)]
 mod timestamps_tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use append::APPEND_BYTES_MAX;
 pub use compact::{
@@ -58,6 +61,7 @@ use crate::error::LogError;
 use crate::producer_state::ProducerStates;
 use crate::segment::Segment;
 use crate::storage::Storage;
+use crate::txn::AbortedTxn;
 use crate::types::{LeaderEpoch, Offset, TimestampOffset};
 
 /// File name of the test-only record of the last flushed offset
@@ -109,6 +113,8 @@ pub struct Log {
     recovery_report: RecoveryReport,
     /// Idempotent producers' state up to the log end offset.
     producers: ProducerStates,
+    /// Aborted transactions, by the offset of their ABORT marker ([`crate::txn`]).
+    aborted: BTreeMap<Offset, AbortedTxn>,
     /// Everything below this offset was compacted (`cleanup.policy=compact`).
     cleaner_offset: Offset,
     /// The earliest delete horizon of a tombstone the cleaner kept: once passed, the log is

@@ -43,8 +43,15 @@ impl Log {
         Ok(offsets)
     }
 
-    /// Writes the state as of the log end offset to `<log end>.snapshot` (durably).
+    /// Writes the state as of the log end offset to `<log end>.snapshot` (durably), after the
+    /// `.txnindex` of the last two segments (the active one, and the one a roll just closed):
+    /// every aborted transaction below a snapshot is in a file, so a load replaying from the
+    /// snapshot finds them all.
     pub(super) fn write_producer_snapshot(&mut self) -> Result<(), LogError> {
+        let last_two: Vec<Offset> = self.segments.keys().rev().take(2).copied().collect();
+        for base in last_two {
+            self.write_txn_index(base)?;
+        }
         let path = self.snapshot_path(self.log_end_offset());
         write_file_atomically(self.storage.as_ref(), &path, &self.producers.encode())
             .map_err(LogError::io("write producer snapshot", path))
@@ -67,14 +74,22 @@ impl Log {
         Ok(())
     }
 
-    /// Rebuilds the producer state for the current log end offset: drops snapshots past it,
-    /// loads the newest remaining one (a damaged one is removed and the next older one tried)
-    /// and replays every batch header after it. Without any snapshot the replay starts at the
-    /// second-to-last segment, as Kafka does for logs written before snapshots existed.
+    /// Rebuilds the producer state and the aborted-transaction index for the current log end
+    /// offset: drops snapshots past it, loads the `.txnindex` files and the newest remaining
+    /// snapshot (a damaged one is removed and the next older one tried), and replays every
+    /// batch header after it (markers read whole). Without any snapshot the replay starts at
+    /// the second-to-last segment, as Kafka does for logs written before snapshots existed; a
+    /// damaged `.txnindex` makes it start at the first segment with no snapshot.
     pub(super) fn load_producer_state(&mut self) -> Result<(), LogError> {
         let log_end_offset = self.log_end_offset();
         self.delete_producer_snapshots(|offset| offset > log_end_offset)?;
-        let mut offsets = self.producer_snapshot_offsets()?;
+        let txn_index_damaged = self.load_txn_indexes()?;
+        let before = self.aborted.clone();
+        let mut offsets = if txn_index_damaged {
+            Vec::new()
+        } else {
+            self.producer_snapshot_offsets()?
+        };
         let mut loaded = None;
         while let Some(offset) = offsets.pop() {
             let path = self.snapshot_path(offset);
@@ -96,18 +111,18 @@ impl Log {
             }
         }
         let (from, states) = loaded.unwrap_or_else(|| {
-            let from = self
-                .segments
-                .keys()
-                .rev()
-                .nth(1)
+            let mut bases = self.segments.keys().rev();
+            let second_to_last = bases.nth(1).filter(|_| !txn_index_damaged);
+            let from = second_to_last
                 .or_else(|| self.segments.keys().next())
                 .copied()
                 .expect("a log has a segment");
             (from, ProducerStates::new())
         });
         self.producers = states;
-        self.replay_producers_from(from)
+        self.replay_producers_from(from)?;
+        self.trim_aborted();
+        self.save_changed_txn_indexes(&before)
     }
 
     /// Records every batch from offset `from` (a batch boundary) to the log end.
@@ -117,8 +132,8 @@ impl Log {
             Some(first) => self.segments.range(first..).map(|(b, _)| *b).collect(),
             None => self.segments.keys().copied().collect(),
         };
-        let io_error = |e| LogError::io("read producer batches", self.dir.clone())(e);
-        let producers = &mut self.producers;
+        let dir = self.dir.clone();
+        let io_error = |e| LogError::io("read producer batches", dir.clone())(e);
         for base in bases {
             let segment = &self.segments[&base];
             let start = if base < from {
@@ -129,14 +144,24 @@ impl Log {
             } else {
                 0
             };
+            // Headers are enough for data batches; markers are read whole afterwards.
+            let mut headers = Vec::new();
             segment
-                .visit_batches(start, |_, header| {
+                .visit_batches(start, |position, header| {
                     if header.base_offset >= from {
-                        producers.record(header);
+                        headers.push((position, *header));
                     }
                     Ok(Visit::Continue)
                 })
                 .map_err(io_error)?;
+            for (position, header) in headers {
+                if header.is_control() {
+                    let bytes = self.read_batch_at(base, position, &header)?;
+                    self.record_batch(&bytes, &header);
+                } else {
+                    self.producers.record(&header);
+                }
+            }
         }
         Ok(())
     }

@@ -115,7 +115,12 @@ impl Log {
                 bytes += segment.size_bytes();
             }
             drop(segment);
-            for suffix in [LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX] {
+            for suffix in [
+                LOG_FILE_SUFFIX,
+                INDEX_FILE_SUFFIX,
+                TIME_INDEX_FILE_SUFFIX,
+                crate::txn::TXN_INDEX_FILE_SUFFIX,
+            ] {
                 let name = segment_file_name(b, suffix);
                 let from = self.dir.join(&name);
                 match self.storage.rename(&from, &target.join(&name)) {

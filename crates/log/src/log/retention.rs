@@ -191,6 +191,7 @@ impl Log {
             .next()
             .expect("the active segment remains");
         self.delete_producer_snapshots(|offset| offset < first_base)?;
+        self.trim_aborted();
         if first_base > self.log_start_offset {
             self.log_start_offset = first_base;
             let changed = self.epochs.truncate_from_start(first_base);

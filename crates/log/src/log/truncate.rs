@@ -171,6 +171,7 @@ impl Log {
         }
         self.dir_unsynced = true;
         self.producers = ProducerStates::new();
+        self.aborted.clear();
         self.delete_producer_snapshots(|_| true)?;
         if self.cleaner_offset > Offset(0) {
             // Only a log that was compacted keeps a cleaner offset (it also allows offset gaps

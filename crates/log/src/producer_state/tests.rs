@@ -110,13 +110,57 @@ fn only_the_last_five_batches_are_remembered_and_sequences_wrap() {
 }
 
 #[test]
-fn transactional_and_control_batches_are_refused() {
+fn control_batches_and_transactions_without_producer_are_refused() {
     let s = ProducerStates::new();
     let mut h = header(1, 0, 0, 1, 0);
     h.attributes |= TRANSACTIONAL_ATTRIBUTE;
-    assert!(matches!(s.check(&h), Err(LogError::InvalidRecord { .. })));
+    assert_eq!(s.check(&h).unwrap(), SequenceCheck::Append);
     h.attributes = CONTROL_ATTRIBUTE;
     assert!(matches!(s.check(&h), Err(LogError::InvalidRecord { .. })));
+    let mut anonymous = header(-1, -1, -1, 1, 0);
+    anonymous.attributes |= TRANSACTIONAL_ATTRIBUTE;
+    assert!(matches!(
+        s.check(&anonymous),
+        Err(LogError::InvalidRecord { .. })
+    ));
+}
+
+/// Version 1 snapshots (before transactions): one producer, id 3, epoch 2, timestamp 9,
+/// one batch of sequences 0..=4 ending at offset 4.
+#[test]
+fn version_1_snapshots_still_load() {
+    let mut body = Vec::new();
+    body.extend_from_slice(&1u32.to_be_bytes());
+    body.extend_from_slice(&3i64.to_be_bytes());
+    body.extend_from_slice(&2i16.to_be_bytes());
+    body.extend_from_slice(&9i64.to_be_bytes());
+    body.push(1);
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&4i32.to_be_bytes());
+    body.extend_from_slice(&4i64.to_be_bytes());
+    body.extend_from_slice(&4i32.to_be_bytes());
+    let mut bytes = 1u16.to_be_bytes().to_vec();
+    bytes.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    bytes.extend_from_slice(&body);
+    let s = ProducerStates::decode(&bytes).unwrap();
+    let entry = s.get(3).unwrap();
+    assert_eq!((entry.epoch, entry.last_sequence()), (2, Some(4)));
+    assert_eq!(entry.coordinator_epoch, NO_COORDINATOR_EPOCH);
+    assert_eq!(entry.current_txn_first_offset, None);
+    assert_eq!(s.first_unstable_offset(Offset(0)), None);
+}
+
+#[test]
+fn open_transactions_round_trip_through_snapshots() {
+    let mut s = ProducerStates::new();
+    let mut h = header(8, 0, 0, 2, 10);
+    h.attributes |= TRANSACTIONAL_ATTRIBUTE;
+    append(&mut s, &h).unwrap();
+    append(&mut s, &header(9, 0, 0, 1, 12)).unwrap();
+    assert_eq!(s.first_unstable_offset(Offset(0)), Some(Offset(10)));
+    let decoded = ProducerStates::decode(&s.encode()).unwrap();
+    assert_eq!(decoded, s);
+    assert_eq!(decoded.first_unstable_offset(Offset(0)), Some(Offset(10)));
 }
 
 #[test]

@@ -627,12 +627,18 @@ impl Segment {
         self.log_file.read_to_vec_at(position, len, out)
     }
 
-    /// Closes the files and removes them (the caller fsyncs the directory).
+    /// Closes the files and removes them, its `.txnindex` included (the caller fsyncs the
+    /// directory).
     pub fn delete(self, storage: &dyn Storage, dir: &Path) -> io::Result<()> {
         self.delete_files(
             storage,
             dir,
-            &[LOG_FILE_SUFFIX, INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX],
+            &[
+                LOG_FILE_SUFFIX,
+                INDEX_FILE_SUFFIX,
+                TIME_INDEX_FILE_SUFFIX,
+                crate::txn::TXN_INDEX_FILE_SUFFIX,
+            ],
         )
     }
 

@@ -299,6 +299,8 @@ impl Broker {
                 match command {
                     FollowerCommand::AppendRecords => {
                         let bytes = records.as_deref().unwrap_or_default();
+                        // Transactions decided below the high watermark are stable: forget them.
+                        log.on_high_watermark(partition.high_watermark());
                         match log.append_as_follower(bytes, self.clock.now_ms()) {
                             Ok(_) => {
                                 grew = true;
@@ -446,6 +448,7 @@ impl Broker {
                 .lock_log()
                 .map_err(AppendError::from)
                 .and_then(|mut log| {
+                    log.on_high_watermark(partition.high_watermark());
                     let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
                     Ok((info, log.log_end_offset(), log.log_start_offset()))
                 });

@@ -9,9 +9,9 @@
 //!   a broker); one it does not host is `NOT_LEADER_OR_FOLLOWER` (`UNKNOWN_TOPIC_OR_PARTITION`
 //!   if the partition does not exist), one whose log directory is offline `KAFKA_STORAGE_ERROR`;
 //! - per producer id: its epoch, the last sequence it wrote in that epoch (-1 if none), the
-//!   max timestamp of its last batch, coordinator epoch -1 and current transaction start
-//!   offset -1 (no transactions in Keel: both are what Kafka answers for a producer without
-//!   one).
+//!   max timestamp of its last batch or marker, the epoch of the coordinator that wrote its
+//!   last transaction marker here (-1: none) and the first offset of its open transaction
+//!   (-1: none) — what `kafka-transactions.sh find-hanging` looks at.
 
 use std::sync::Arc;
 
@@ -26,7 +26,6 @@ use crate::error::ApiError;
 use crate::partition::PartitionError;
 
 /// What a producer without a transaction carries (Kafka's `ProducerStateEntry` defaults).
-const NO_COORDINATOR_EPOCH: i32 = -1;
 const NO_TXN_START_OFFSET: i64 = -1;
 const NO_SEQUENCE: i32 = -1;
 
@@ -119,8 +118,12 @@ fn active_producers(
                 .with_producer_epoch(i32::from(entry.epoch))
                 .with_last_sequence(entry.last_sequence().unwrap_or(NO_SEQUENCE))
                 .with_last_timestamp(entry.last_timestamp)
-                .with_coordinator_epoch(NO_COORDINATOR_EPOCH)
-                .with_current_txn_start_offset(NO_TXN_START_OFFSET)
+                .with_coordinator_epoch(entry.coordinator_epoch)
+                .with_current_txn_start_offset(
+                    entry
+                        .current_txn_first_offset
+                        .map_or(NO_TXN_START_OFFSET, |o| o.0),
+                )
         })
         .collect())
 }

@@ -13,6 +13,13 @@
 //! at least one batch from the first partition that has data (KIP-74). A partition this broker
 //! does not lead is answered `NOT_LEADER_OR_FOLLOWER` with the current leader (v12+) and its
 //! endpoint (v16+), so clients move on at once.
+//!
+//! A consumer fetching with `isolation_level = 1` (read_committed, v4+) reads only below the
+//! last stable offset — the high watermark, or the first offset of the oldest transaction not
+//! yet decided and replicated if that is lower — and gets the aborted transactions overlapping
+//! what it read (`aborted_transactions`: producer id and first offset, from the log's
+//! aborted-transaction index), so it can drop their records. Every answer carries the last
+//! stable offset.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -22,7 +29,8 @@ use bytes::Bytes;
 use keel_log::{LogError, Offset};
 use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use keel_wire::kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
 use keel_wire::kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse};
 use keel_wire::ResponseError;
@@ -334,6 +342,8 @@ fn read_round(
     };
     let mut total = 0;
     let mut has_error = false;
+    // Only consumers choose an isolation level (Fetch v4+; older requests decode it as 0).
+    let read_committed = matches!(fetcher, Fetcher::Consumer) && request.isolation_level == 1;
     let responses = request
         .topics
         .iter()
@@ -348,7 +358,11 @@ fn read_round(
                     let data = match plan {
                         Plan::Fixed(data) => (**data).clone(),
                         Plan::Read => {
-                            read_partition(broker, name.as_deref(), p, fetcher, &mut budget)
+                            let isolation = Isolation {
+                                fetcher,
+                                read_committed,
+                            };
+                            read_partition(broker, name.as_deref(), p, isolation, &mut budget)
                         }
                     };
                     // A diverging answer must reach the follower at once, like an error.
@@ -452,13 +466,24 @@ fn base(index: i32, high_watermark: Offset, log_start: Offset) -> PartitionData 
         .with_aborted_transactions(None)
 }
 
+/// Who reads, and whether only committed transactions.
+#[derive(Clone, Copy)]
+struct Isolation {
+    fetcher: Fetcher,
+    read_committed: bool,
+}
+
 fn read_partition(
     broker: &Arc<Broker>,
     name: Option<&str>,
     p: &FetchPartition,
-    fetcher: Fetcher,
+    isolation: Isolation,
     budget: &mut Budget,
 ) -> PartitionData {
+    let Isolation {
+        fetcher,
+        read_committed,
+    } = isolation;
     let Some(partition) = name.and_then(|n| broker.partition(n, p.partition)) else {
         return error_data(p.partition, ResponseError::UnknownTopicOrPartition);
     };
@@ -478,14 +503,19 @@ fn read_partition(
     };
     let (log_start, log_end) = (log.log_start_offset(), log.log_end_offset());
     let fetch_offset = Offset(p.fetch_offset);
-    let base = base(p.partition, high_watermark, log_start);
+    let last_stable = log.last_stable_offset(high_watermark);
+    let base = base(p.partition, high_watermark, log_start)
+        .with_last_stable_offset(last_stable.0)
+        .with_aborted_transactions(read_committed.then(Vec::new));
     if fetch_offset < log_start || fetch_offset > log_end {
         return base
             .with_error_code(ResponseError::OffsetOutOfRange.code())
             .with_records(Some(Bytes::new()));
     }
-    // Consumers see only what the high watermark covers; followers read to the log end.
+    // Consumers see only what the high watermark covers (read_committed ones: the last stable
+    // offset); followers read to the log end.
     let max_offset = match fetcher {
+        Fetcher::Consumer if read_committed => Some(last_stable),
         Fetcher::Consumer => Some(high_watermark),
         Fetcher::Follower { .. } => None,
     };
@@ -503,6 +533,19 @@ fn read_partition(
             log.read_verified(fetch_offset, limit, max_offset, budget.min_one_batch)
         }
     };
+    let aborted = match (&read, read_committed) {
+        (Ok(data), true) => data.last_offset.map(|last| {
+            log.aborted_transactions(fetch_offset, last.next())
+                .into_iter()
+                .map(|a| {
+                    AbortedTransaction::default()
+                        .with_producer_id(a.producer_id.into())
+                        .with_first_offset(a.first_offset.0)
+                })
+                .collect::<Vec<_>>()
+        }),
+        _ => None,
+    };
     drop(log);
     match read {
         Ok(data) => {
@@ -511,6 +554,10 @@ fn read_partition(
                 budget.min_one_batch = false;
                 budget.remaining = budget.remaining.saturating_sub(records.len());
             }
+            let base = match aborted {
+                Some(aborted) => base.with_aborted_transactions(Some(aborted)),
+                None => base,
+            };
             base.with_error_code(0).with_records(Some(records))
         }
         Err(LogError::OffsetOutOfRange { .. }) => base

@@ -8,7 +8,7 @@
 //!   LATEST_TIERED before v9, any other negative one) is `UNSUPPORTED_VERSION`
 //!   (`ReplicaManager.isListOffsetsTimestampUnsupported`);
 //! - consumers (replica id -1) are answered by the leader within what they may read: the high
-//!   watermark, or the last stable offset for read_committed (no transactions yet: the same).
+//!   watermark, or the last stable offset for read_committed (`isolation_level` 1, v2+).
 //!   A record found at or past it is no answer (offset -1). A leader whose high watermark has
 //!   not reached the start of its epoch answers LATEST, and any lookup with no answer below
 //!   it, `OFFSET_NOT_AVAILABLE` (v5+; `LEADER_NOT_AVAILABLE` before, as Kafka); EARLIEST never
@@ -101,6 +101,7 @@ pub fn handle(
         _ => Asker::Replica,
     };
     let duplicates = duplicate_partitions(&request);
+    let read_committed = asker == Asker::Consumer && request.isolation_level == 1;
     let topics = request
         .topics
         .into_iter()
@@ -124,7 +125,12 @@ pub fn handle(
                     {
                         Err(ResponseError::UnsupportedVersion)
                     } else {
-                        lookup(broker, &topic.name, p.partition_index, asker, p, version)
+                        let asking = Asking {
+                            asker,
+                            read_committed,
+                            version,
+                        };
+                        lookup(broker, &topic.name, p.partition_index, asking, p)
                     };
                     partition_response(p.partition_index, answer, version)
                 })
@@ -177,14 +183,26 @@ fn partition_response(
     }
 }
 
+/// Who asks, at which isolation level and request version.
+#[derive(Clone, Copy)]
+struct Asking {
+    asker: Asker,
+    read_committed: bool,
+    version: i16,
+}
+
 fn lookup(
     broker: &Broker,
     topic: &str,
     index: i32,
-    asker: Asker,
+    asking: Asking,
     p: &keel_wire::kafka_protocol::messages::list_offsets_request::ListOffsetsPartition,
-    version: i16,
 ) -> Result<Found, ResponseError> {
+    let Asking {
+        asker,
+        read_committed,
+        version,
+    } = asking;
     let partition = broker
         .partition(topic, index)
         .ok_or_else(|| super::missing_partition_error(broker, topic, index))?;
@@ -207,6 +225,7 @@ fn lookup(
         _ => ResponseError::UnknownTopicOrPartition,
     })?;
     let last_fetchable = match asker {
+        Asker::Consumer if read_committed => log.last_stable_offset(partition.high_watermark()),
         Asker::Consumer => partition.high_watermark(),
         Asker::Replica | Asker::Debugging => log.log_end_offset(),
     };

@@ -284,6 +284,16 @@ async fn append(
         )
         .into()));
     };
+    if has_transactional_batch(&records) {
+        // The log keeps transactions (markers, the last stable offset); until the transaction
+        // coordinator verifies a producer's partitions (KIP-890), an unverified transaction
+        // could stay open forever and stall every read_committed reader.
+        return Pending::Done(Err(ApiError::new(
+            ResponseError::InvalidRecord,
+            "transactional batches are not accepted yet: Keel has no transaction coordinator",
+        )
+        .into()));
+    }
     // A replica that does not lead answers NOT_LEADER_OR_FOLLOWER (from the append) before any
     // record is looked at, as Kafka's ReplicaManager finds the leader log first.
     let records = if partition.is_leader() {
@@ -364,6 +374,25 @@ async fn check_batch(
             }
         }
     })
+}
+
+/// Whether a batch header in `records` has the transactional bit (malformed input is left to
+/// the checks that follow).
+fn has_transactional_batch(records: &[u8]) -> bool {
+    let mut position = 0;
+    while let Some(header) = records
+        .get(position..)
+        .and_then(keel_log::batch::BatchHeader::parse)
+    {
+        if header.attributes & keel_log::batch::TRANSACTIONAL_ATTRIBUTE != 0 {
+            return true;
+        }
+        match header.size_bytes() {
+            Some(size) if size > 0 => position += size,
+            _ => break,
+        }
+    }
+    false
 }
 
 fn log_error(tp: &keel_log::TopicPartition, e: LogError) -> ApiError {
