@@ -41,3 +41,4 @@ pub mod server;
 #[cfg(test)]
 mod test_support;
 pub mod topic_config;
+pub mod txn_coordinator;
