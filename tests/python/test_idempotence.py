@@ -3,7 +3,7 @@ commits; every partition keeps each producer's epoch and its last five batches w
 retried batch is answered with the offsets it got the first time and never stored twice.
 
 Error codes (Kafka's Errors): OUT_OF_ORDER_SEQUENCE_NUMBER 45, INVALID_PRODUCER_EPOCH 47,
-INVALID_RECORD 87, CLUSTER_AUTHORIZATION_FAILED 31 (Keel has no transaction coordinator: test_refusals.py). Kafka's rules:
+INVALID_RECORD 87, TRANSACTIONAL_ID_AUTHORIZATION_FAILED 53 (transactions: test_transactions.py). Kafka's rules:
 ProducerStateManager / ProducerAppendInfo (a producer the partition does not know may start at any
 sequence, KIP-360; a new epoch must start at sequence 0).
 """
@@ -17,7 +17,7 @@ import kafka_wire as w
 from clients import CONFLUENT_COMMON, confluent_consume, confluent_watermarks, create_topic, unique_topic
 
 TS = 1_700_000_000_000
-CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 
 
 def batch(pid: int, epoch: int, seq: int, n: int = 1, tag: str = "r", attributes: int = 0) -> bytes:
@@ -28,14 +28,13 @@ def batch(pid: int, epoch: int, seq: int, n: int = 1, tag: str = "r", attributes
 def test_sequence_rules_over_the_wire(broker):
     """Two InitProducerId calls give two ids at epoch 0; a retried batch answers its first base
     offset and is stored once; a gap and a new epoch not starting at 0 are out of order; an older
-    epoch is fenced; transactional batches and transactional ids are refused."""
+    epoch is fenced; a transactional batch outside a transactional request is refused."""
     topic = unique_topic("idem-wire")
     create_topic(broker.bootstrap, topic, 1)
     with w.RawConnection.to(broker.bootstrap) as conn:
         err, pid, epoch = w.init_producer_id_v0(conn)
         err2, pid2, _ = w.init_producer_id_v0(conn)
         assert (err, err2, epoch) == (w.NONE, w.NONE, 0) and pid >= 0 and pid2 != pid
-        assert w.init_producer_id_v0(conn, transactional_id="tx")[0] == CLUSTER_AUTHORIZATION_FAILED
 
         assert w.produce_v3(conn, topic, 0, batch(pid, 0, 0, n=3)) == (w.NONE, 0)
         assert w.produce_v3(conn, topic, 0, batch(pid, 0, 3, n=2)) == (w.NONE, 3)
@@ -45,7 +44,7 @@ def test_sequence_rules_over_the_wire(broker):
         assert w.produce_v3(conn, topic, 0, batch(pid, 1, 5))[0] == w.OUT_OF_ORDER_SEQUENCE_NUMBER
         assert w.produce_v3(conn, topic, 0, batch(pid, 1, 0)) == (w.NONE, 5)
         assert w.produce_v3(conn, topic, 0, batch(pid, 0, 5))[0] == w.INVALID_PRODUCER_EPOCH
-        assert w.produce_v3(conn, topic, 0, batch(pid2, 0, 0, attributes=0x10))[0] == w.INVALID_RECORD
+        assert w.produce_v3(conn, topic, 0, batch(pid2, 0, 0, attributes=0x10))[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         # a second producer interleaves without disturbing the first
         assert w.produce_v3(conn, topic, 0, batch(pid2, 0, 0, n=2)) == (w.NONE, 6)
         assert w.produce_v3(conn, topic, 0, batch(pid, 1, 1)) == (w.NONE, 8)

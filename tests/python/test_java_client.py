@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 JAVA_DIR = REPO / "tests" / "java"
 CACHE = REPO / "tests" / ".cache" / "java"
 RECORDS_PER_COMPRESSION = 2000
-JAVA_PROGRAMS = ["KeelJavaClientCheck", "KeelIdempotentProducer"]
+JAVA_PROGRAMS = ["KeelJavaClientCheck", "KeelIdempotentProducer", "KeelTransactions"]
 
 
 def build_check() -> tuple[Path, str]:
@@ -57,3 +57,20 @@ def test_java_default_producer_through_a_leader_kill9(cluster):
     classes, classpath = build_check()
     producer_through_leader_kill9(cluster("java-idem"),
                                   ["java", "-cp", f"{classes}:{classpath}", "KeelIdempotentProducer"], "java-idem")
+
+
+def test_java_transactions(start_broker):
+    """Issue 23, against `keel dev` (three brokers, __transaction_state with RF 3 and min ISR 2):
+    the Java producer's transactions (interleaved commits and aborts: read_committed reads exactly
+    the committed records) and consume-transform-produce with sendOffsetsToTransaction (aborted
+    rounds redone; every input transformed once, the group's offset at the end)."""
+    classes, classpath = build_check()
+    broker = start_broker("java-txn", mode="dev")
+    run = subprocess.run(
+        ["java", "-cp", f"{classes}:{classpath}", "KeelTransactions", broker.bootstrap, "3", "dev"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0 and "JAVA-TXN-OK" in run.stdout, (
+        f"java transactions failed (exit {run.returncode})\nstdout:\n{run.stdout[-4000:]}\n"
+        f"stderr:\n{run.stderr[-4000:]}"
+    )

@@ -1,13 +1,5 @@
-"""What Keel does not do yet, answered so that clients fail at once with a reason (issue 20):
+"""What Keel does not do, answered so that clients fail at once with a reason (issue 20):
 
-- a transactional producer (Keel has no transaction coordinator yet): FindCoordinator for a
-  transactional id answers CLUSTER_AUTHORIZATION_FAILED with a message saying transactions are not
-  supported, InitProducerId with a transactional id CLUSTER_AUTHORIZATION_FAILED — the code the Java
-  client (TransactionManager.FindCoordinatorHandler: any non-retriable error but the two
-  authorization ones is fatal, with the broker's message), librdkafka
-  (rd_kafka_txn_handle_FindCoordinator: only TRANSACTIONAL_ID_ and CLUSTER_AUTHORIZATION_FAILED
-  are fatal; on d704e1a's INVALID_REQUEST it retried until init_transactions timed out) and franz-go
-  all treat as fatal;
 - ACLs without an authorizer: DescribeAcls / CreateAcls / DeleteAcls answer SECURITY_DISABLED as
   Kafka's broker does without authorizer.class.name (AclApis.scala, the `authorizer match { case
   None` branches); on d704e1a they were not advertised, so `kafka-acls.sh --list` and MirrorMaker 2's
@@ -32,7 +24,6 @@ SOURCE = REPO / "tests" / "java" / "KeelRefusals.java"
 ACL_COMMAND = "org.apache.kafka.tools.AclCommand"
 # Far below the 30 s the clients would wait if they retried.
 AT_ONCE_S = 10.0
-NOT_SUPPORTED = "transactions are not supported by Keel yet"
 
 
 @pytest.fixture(scope="module")
@@ -48,30 +39,12 @@ def tools() -> KafkaTools:
     return tools
 
 
-def test_java_transactional_producer_and_describe_acls_fail_at_once_with_a_reason(tools, broker):
-    """The Java producer's initTransactions() fails within seconds with Keel's message (fatal, not
-    retried for max.block.ms), and Admin.describeAcls() gets SecurityDisabledException."""
+def test_java_describe_acls_fails_at_once_with_a_reason(tools, broker):
+    """The Java Admin.describeAcls() gets SecurityDisabledException."""
     run = tools.run("KeelRefusals", broker.bootstrap, timeout_s=120)
     assert run.code == 0, run.report()
-    lines = {line.split(" ", 1)[0]: line for line in run.out.splitlines() if line[:4] in ("TXN ", "ACLS")}
-    txn = lines["TXN"].split(" ", 2)
-    assert int(txn[1]) < AT_ONCE_S * 1000 and NOT_SUPPORTED in txn[2], run.report()
+    lines = {line.split(" ", 1)[0]: line for line in run.out.splitlines() if line[:4] == "ACLS"}
     assert "SecurityDisabledException" in lines["ACLS"], run.report()
-
-
-def test_librdkafka_init_transactions_is_fatal_at_once(broker):
-    """confluent-kafka (librdkafka): init_transactions raises a fatal error naming the reason within
-    seconds, instead of retrying until its timeout."""
-    producer = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "keel-refusals-rd",
-                            "logger": RDKAFKA_LOG})
-    started = time.monotonic()
-    with pytest.raises(ck.KafkaException) as raised:
-        producer.init_transactions(30)
-    elapsed = time.monotonic() - started
-    error = raised.value.args[0]
-    assert elapsed < AT_ONCE_S, f"init_transactions took {elapsed:.1f} s: {error}"
-    assert error.fatal() and error.code() == ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED, error
-    assert NOT_SUPPORTED in error.str(), error
 
 
 def test_librdkafka_acl_calls_get_security_disabled(broker):

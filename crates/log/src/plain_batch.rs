@@ -3,8 +3,8 @@
 //! controller's metadata log (whose records are small JSON values) do.
 
 use crate::batch::{
-    compute_crc, BatchHeader, BASE_SEQUENCE_POS, CRC_POS, HEADER_SIZE, LENGTH_POS, LOG_OVERHEAD,
-    MAGIC_V2, PRODUCER_EPOCH_POS, PRODUCER_ID_POS,
+    compute_crc, BatchHeader, ATTRIBUTES_POS, BASE_SEQUENCE_POS, CRC_POS, HEADER_SIZE, LENGTH_POS,
+    LOG_OVERHEAD, MAGIC_V2, PRODUCER_EPOCH_POS, PRODUCER_ID_POS,
 };
 
 /// Builds one uncompressed magic-2 batch as a producer sends it: base offset 0, partition leader
@@ -74,6 +74,16 @@ pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, bas
     batch[BASE_SEQUENCE_POS..BASE_SEQUENCE_POS + 4].copy_from_slice(&base_sequence.to_be_bytes());
     let crc = compute_crc(batch);
     batch[CRC_POS..CRC_POS + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Marks a batch built by [`build_batch`] as part of producer `producer_id`'s transaction, as
+/// a coordinator writes it on the producer's behalf (transactional offset commits): the
+/// transactional attribute, the producer id and epoch, no sequence (-1); the CRC recomputed.
+pub fn set_transactional_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16) {
+    let attributes = i16::from_be_bytes([batch[ATTRIBUTES_POS], batch[ATTRIBUTES_POS + 1]])
+        | crate::batch::TRANSACTIONAL_ATTRIBUTE;
+    batch[ATTRIBUTES_POS..ATTRIBUTES_POS + 2].copy_from_slice(&attributes.to_be_bytes());
+    set_producer(batch, producer_id, producer_epoch, -1);
 }
 
 fn encode_record(

@@ -242,6 +242,28 @@ impl ProducerStates {
         Ok(())
     }
 
+    /// The checks of a batch a coordinator writes for a producer (the group coordinator's
+    /// transactional offset commits, Kafka's `AppendOrigin.COORDINATOR`): no sequences, only
+    /// the producer epoch (an older one is `INVALID_PRODUCER_EPOCH`). Control batches are
+    /// refused here too: markers go through [`ProducerStates::check_marker`].
+    pub fn check_coordinator(&self, header: &BatchHeader) -> Result<(), LogError> {
+        if header.attributes & CONTROL_ATTRIBUTE != 0 {
+            return Err(LogError::InvalidRecord {
+                reason: "control batches cannot be appended as data".to_string(),
+            });
+        }
+        match self.producers.get(&header.producer_id) {
+            Some(entry) if is_idempotent(header) && header.producer_epoch < entry.epoch => {
+                Err(LogError::InvalidProducerEpoch {
+                    producer_id: header.producer_id,
+                    epoch: header.producer_epoch,
+                    current: entry.epoch,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The epoch and sequence checks of an idempotent batch.
     fn check_sequence(&self, header: &BatchHeader) -> Result<SequenceCheck, LogError> {
         let (id, epoch, first) = (

@@ -196,6 +196,8 @@ pub struct BrokerConfig {
     pub offsets_commit_timeout_ms: u64,
     /// `offset.metadata.max.bytes`: the longest commit metadata string; default 4096.
     pub offset_metadata_max_bytes: usize,
+    /// The transaction coordinator's settings (`transaction.*`, `transactional.id.*`).
+    pub transactions: crate::txn_coordinator::TxnConfig,
     /// `group.initial.rebalance.delay.ms`; default 3000.
     pub group_initial_rebalance_delay_ms: u64,
     /// `group.min.session.timeout.ms`; default 6000.
@@ -333,6 +335,14 @@ pub(crate) const BROKER_KEYS: &[&str] = &[
     crate::security::authorizer::ALLOW_EVERYONE_IF_NO_ACL_FOUND,
     crate::metrics::http::METRICS_PORT,
     crate::metrics::http::METRICS_HOST,
+    "transaction.state.log.num.partitions",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "transaction.state.log.segment.bytes",
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
 ];
 
 fn parse_value<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError>
@@ -578,6 +588,33 @@ impl BrokerConfig {
             offsets_commit_timeout_ms: num("offsets.commit.timeout.ms", 5_000)?.max(1),
             offset_metadata_max_bytes: get("offset.metadata.max.bytes")
                 .map_or(Ok(4096), |v| parse_value("offset.metadata.max.bytes", v))?,
+            transactions: crate::txn_coordinator::TxnConfig {
+                num_partitions: get("transaction.state.log.num.partitions")
+                    .map_or(Ok(50), |v| {
+                        parse_value("transaction.state.log.num.partitions", v)
+                    })?,
+                replication_factor: get("transaction.state.log.replication.factor")
+                    .map_or(Ok(if names_controllers { 3 } else { 1 }), |v| {
+                        parse_value("transaction.state.log.replication.factor", v)
+                    })?,
+                min_isr: get("transaction.state.log.min.isr")
+                    .map_or(Ok(2), |v| parse_value("transaction.state.log.min.isr", v))?,
+                segment_bytes: num("transaction.state.log.segment.bytes", 104_857_600)?,
+                max_timeout_ms: get("transaction.max.timeout.ms").map_or(Ok(900_000), |v| {
+                    parse_value("transaction.max.timeout.ms", v)
+                })?,
+                id_expiration_ms: num("transactional.id.expiration.ms", 604_800_000)?.max(1),
+                abort_timed_out_interval_ms: num(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    10_000,
+                )?
+                .max(1),
+                remove_expired_interval_ms: num(
+                    "transaction.remove.expired.transaction.cleanup.interval.ms",
+                    3_600_000,
+                )?
+                .max(1),
+            },
             group_initial_rebalance_delay_ms: num("group.initial.rebalance.delay.ms", 3_000)?,
             group_min_session_timeout_ms: get("group.min.session.timeout.ms")
                 .map_or(Ok(6_000), |v| {
@@ -648,6 +685,21 @@ impl BrokerConfig {
                 value: format!(
                     "{} / {}",
                     config.offsets_topic_num_partitions, config.offsets_topic_replication_factor
+                ),
+                reason: "must be at least 1".into(),
+            });
+        }
+        let txn = &config.transactions;
+        if txn.num_partitions < 1
+            || txn.replication_factor < 1
+            || txn.min_isr < 1
+            || txn.max_timeout_ms < 1
+        {
+            return Err(ConfigError::InvalidValue {
+                key: "transaction.state.log.num.partitions / .replication.factor / .min.isr / transaction.max.timeout.ms".into(),
+                value: format!(
+                    "{} / {} / {} / {}",
+                    txn.num_partitions, txn.replication_factor, txn.min_isr, txn.max_timeout_ms
                 ),
                 reason: "must be at least 1".into(),
             });

@@ -1211,6 +1211,13 @@ fn spawn_background(
         }),
     ];
     tasks.push(offsets_expiry(broker.clone(), stop.clone()));
+    tasks.push(txn_coordinator_timers(broker.clone(), stop.clone()));
+    let expire_ms = broker.config.transactions.remove_expired_interval_ms;
+    let expiring = broker.clone();
+    tasks.push(every(stop.clone(), expire_ms, move || {
+        let broker = expiring.clone();
+        async move { broker.expire_transactional_ids().await }
+    }));
     if broker.config.log_scrub_enable {
         tasks.push(tokio::spawn(crate::broker::scrubber::run(
             broker.clone(),
@@ -1222,6 +1229,53 @@ fn spawn_background(
         tasks.push(periodic(broker, stop, backoff_ms, |b| b.compact_logs()));
     }
     tasks
+}
+
+/// How often the transaction coordinator loads the `__transaction_state` partitions it leads
+/// and resumes prepared transactions whose markers are not all written.
+const TXN_COORDINATOR_TICK_MS: u64 = 500;
+
+/// The transaction coordinator's timers: every [`TXN_COORDINATOR_TICK_MS`], drive prepared
+/// transactions to completion (after a failover, or a marker round that gave up); every
+/// `transaction.abort.timed.out.transaction.cleanup.interval.ms`, abort those past their
+/// timeout.
+fn txn_coordinator_timers(
+    broker: Arc<Broker>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(Duration::from_millis(TXN_COORDINATOR_TICK_MS));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let abort_every_ms = broker.config.transactions.abort_timed_out_interval_ms;
+        let mut since_abort_ms = 0u64;
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => break,
+                _ = ticker.tick() => {
+                    since_abort_ms += TXN_COORDINATOR_TICK_MS;
+                    let abort = since_abort_ms >= abort_every_ms;
+                    if abort {
+                        since_abort_ms = 0;
+                    }
+                    let work = {
+                        let broker = broker.clone();
+                        run_blocking(move || broker.txn_coordinator_tick(abort)).await
+                    };
+                    for item in work.unwrap_or_default() {
+                        let broker = broker.clone();
+                        tokio::spawn(async move {
+                            if item.timed_out {
+                                broker.abort_timed_out(&item.scope, &item.id).await;
+                            } else {
+                                broker.complete_transaction(&item.scope, &item.id).await;
+                            }
+                        });
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// `offsets.retention.minutes`, checked every `offsets.retention.check.interval.ms`.

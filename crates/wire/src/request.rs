@@ -12,6 +12,10 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
+    ListTransactionsRequest, TxnOffsetCommitRequest, WriteTxnMarkersRequest,
+};
+use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterClientQuotasRequest, AlterConfigsRequest,
     AlterPartitionRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
     BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest,
@@ -74,6 +78,13 @@ pub enum Request {
     AlterClientQuotas(AlterClientQuotasRequest),
     DescribeUserScramCredentials(DescribeUserScramCredentialsRequest),
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    AddPartitionsToTxn(AddPartitionsToTxnRequest),
+    AddOffsetsToTxn(AddOffsetsToTxnRequest),
+    EndTxn(EndTxnRequest),
+    WriteTxnMarkers(WriteTxnMarkersRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    DescribeTransactions(DescribeTransactionsRequest),
+    ListTransactions(ListTransactionsRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -316,6 +327,25 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
         ApiKey::DescribeUserScramCredentials => Request::DescribeUserScramCredentials(
             DescribeUserScramCredentialsRequest::decode(buf, version)?,
         ),
+        ApiKey::AddPartitionsToTxn => {
+            Request::AddPartitionsToTxn(AddPartitionsToTxnRequest::decode(buf, version)?)
+        }
+        ApiKey::AddOffsetsToTxn => {
+            Request::AddOffsetsToTxn(AddOffsetsToTxnRequest::decode(buf, version)?)
+        }
+        ApiKey::EndTxn => Request::EndTxn(EndTxnRequest::decode(buf, version)?),
+        ApiKey::WriteTxnMarkers => {
+            Request::WriteTxnMarkers(WriteTxnMarkersRequest::decode(buf, version)?)
+        }
+        ApiKey::TxnOffsetCommit => {
+            Request::TxnOffsetCommit(TxnOffsetCommitRequest::decode(buf, version)?)
+        }
+        ApiKey::DescribeTransactions => {
+            Request::DescribeTransactions(DescribeTransactionsRequest::decode(buf, version)?)
+        }
+        ApiKey::ListTransactions => {
+            Request::ListTransactions(ListTransactionsRequest::decode(buf, version)?)
+        }
         ApiKey::AlterUserScramCredentials => Request::AlterUserScramCredentials(
             AlterUserScramCredentialsRequest::decode(buf, version)?,
         ),

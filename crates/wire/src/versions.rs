@@ -55,6 +55,11 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::DeleteRecords, 0, 2),
     range(ApiKey::InitProducerId, 0, 5),
     range(ApiKey::OffsetForLeaderEpoch, 2, 4),
+    range(ApiKey::AddPartitionsToTxn, 0, 5),
+    range(ApiKey::AddOffsetsToTxn, 0, 4),
+    range(ApiKey::EndTxn, 0, 5),
+    range(ApiKey::WriteTxnMarkers, 1, 1),
+    range(ApiKey::TxnOffsetCommit, 0, 5),
     range(ApiKey::DescribeAcls, 1, 3),
     range(ApiKey::CreateAcls, 1, 3),
     range(ApiKey::DeleteAcls, 1, 3),
@@ -73,6 +78,8 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::AlterUserScramCredentials, 0, 0),
     range(ApiKey::DescribeCluster, 0, 2),
     range(ApiKey::DescribeProducers, 0, 0),
+    range(ApiKey::DescribeTransactions, 0, 0),
+    range(ApiKey::ListTransactions, 0, 2),
     range(ApiKey::ListConfigResources, 0, 1),
     range(ApiKey::DescribeTopicPartitions, 0, 0),
 ];
@@ -138,6 +145,18 @@ pub const CODEC_GAPS: &[(ApiKey, ListenerKind, i16, &str)] = &[
         ListenerKind::Broker,
         6,
         "two-phase commit fields (KIP-939)",
+    ),
+    (
+        ApiKey::WriteTxnMarkers,
+        ListenerKind::Broker,
+        2,
+        "the marker's transaction version (KIP-1228)",
+    ),
+    (
+        ApiKey::TxnOffsetCommit,
+        ListenerKind::Broker,
+        6,
+        "topics named by id (KIP-1319)",
     ),
     (
         ApiKey::DescribeLogDirs,
@@ -319,6 +338,19 @@ mod tests {
             ApiKey::DescribeProducers => {
                 both!(DescribeProducersRequest, DescribeProducersResponse)
             }
+            ApiKey::AddPartitionsToTxn => {
+                both!(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse)
+            }
+            ApiKey::AddOffsetsToTxn => both!(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse),
+            ApiKey::EndTxn => both!(EndTxnRequest, EndTxnResponse),
+            ApiKey::WriteTxnMarkers => both!(WriteTxnMarkersRequest, WriteTxnMarkersResponse),
+            ApiKey::TxnOffsetCommit => both!(TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+            ApiKey::DescribeTransactions => {
+                both!(DescribeTransactionsRequest, DescribeTransactionsResponse)
+            }
+            ApiKey::ListTransactions => {
+                both!(ListTransactionsRequest, ListTransactionsResponse)
+            }
             ApiKey::ListConfigResources => {
                 both!(ListConfigResourcesRequest, ListConfigResourcesResponse)
             }
@@ -378,6 +410,11 @@ mod tests {
         (ApiKey::DeleteRecords, 0, 2),
         (ApiKey::InitProducerId, 0, 6),
         (ApiKey::OffsetForLeaderEpoch, 2, 4),
+        (ApiKey::AddPartitionsToTxn, 0, 5),
+        (ApiKey::AddOffsetsToTxn, 0, 4),
+        (ApiKey::EndTxn, 0, 5),
+        (ApiKey::WriteTxnMarkers, 1, 2),
+        (ApiKey::TxnOffsetCommit, 0, 6),
         (ApiKey::DescribeAcls, 1, 3),
         (ApiKey::CreateAcls, 1, 3),
         (ApiKey::DeleteAcls, 1, 3),
@@ -396,6 +433,8 @@ mod tests {
         (ApiKey::AlterUserScramCredentials, 0, 0),
         (ApiKey::DescribeCluster, 0, 2),
         (ApiKey::DescribeProducers, 0, 0),
+        (ApiKey::DescribeTransactions, 0, 0),
+        (ApiKey::ListTransactions, 0, 2),
         (ApiKey::ListConfigResources, 0, 1),
         (ApiKey::DescribeTopicPartitions, 0, 0),
     ];

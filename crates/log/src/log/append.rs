@@ -30,6 +30,28 @@ impl Log {
         leader_epoch: LeaderEpoch,
         now_ms: i64,
     ) -> Result<AppendInfo, LogError> {
+        self.append_leader_batches(records, leader_epoch, now_ms, false)
+    }
+
+    /// Like [`Log::append_as_leader`] for batches a coordinator writes on a producer's behalf
+    /// (transactional offset commits): their producer epoch is checked, their sequences are
+    /// not ([`crate::ProducerStates::check_coordinator`]).
+    pub fn append_as_coordinator(
+        &mut self,
+        records: &[u8],
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        self.append_leader_batches(records, leader_epoch, now_ms, true)
+    }
+
+    fn append_leader_batches(
+        &mut self,
+        records: &[u8],
+        leader_epoch: LeaderEpoch,
+        now_ms: i64,
+        from_coordinator: bool,
+    ) -> Result<AppendInfo, LogError> {
         if leader_epoch.0 < 0 {
             return Err(LogError::InvalidRecord {
                 reason: format!("leader epoch {leader_epoch} is negative"),
@@ -38,8 +60,16 @@ impl Log {
         let views = parse_and_check_size(records)?;
         for view in &views {
             self.validate_producer_batch(view)?;
+            if from_coordinator {
+                self.producers.check_coordinator(&view.header)?;
+            }
         }
-        if let Some(duplicate) = self.check_sequences(&views)? {
+        let duplicate = if from_coordinator {
+            None
+        } else {
+            self.check_sequences(&views)?
+        };
+        if let Some(duplicate) = duplicate {
             return Ok(AppendInfo {
                 first_offset: duplicate.first_offset(),
                 last_offset: duplicate.last_offset,

@@ -45,7 +45,9 @@ use uuid::Uuid;
 
 pub use delete_records::PendingDelete;
 pub use log_start::LogStartChange;
-pub use replication::{AppendError, FollowerFetchAnswer, FollowerFetchInput, FollowerFetchPlan};
+pub use replication::{
+    AppendError, FollowerFetchAnswer, FollowerFetchInput, FollowerFetchPlan, LeaderWrite,
+};
 
 use crate::clock::Clock;
 use crate::cluster::controller_channel::ControllerChannel;
@@ -166,6 +168,8 @@ pub struct Broker {
     controller: ControllerChannel,
     /// The consumer groups this broker coordinates.
     pub coordinator: crate::coordinator::GroupCoordinator,
+    /// The transaction coordinator's loaded state (`crate::txn_coordinator`).
+    pub txn_coordinator: crate::txn_coordinator::TxnCoordinator,
     /// The block of producer ids InitProducerId hands out from.
     producer_ids: tokio::sync::Mutex<producer_ids::ProducerIdPool>,
     /// This broker's series in `config.metrics` (bytes and records, ISR changes, partition
@@ -368,6 +372,7 @@ impl Broker {
                 controller,
                 producer_ids: tokio::sync::Mutex::default(),
                 coordinator: crate::coordinator::GroupCoordinator::new(group_settings),
+                txn_coordinator: crate::txn_coordinator::TxnCoordinator::default(),
                 metrics,
                 request_metrics,
                 offline_dirs: Mutex::new(offline),

@@ -76,6 +76,19 @@ pub struct FollowerFetchPlan {
     pub log_start_offset: Offset,
 }
 
+/// What a leader appends: a client's batches (every producer check), a coordinator's batches
+/// for a producer (its epoch checked, not its sequences), or a transaction marker.
+#[derive(Debug, Clone, Copy)]
+pub enum LeaderWrite<'a> {
+    Client(&'a [u8]),
+    Coordinator(&'a [u8]),
+    Marker {
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: keel_log::EndTxnMarker,
+    },
+}
+
 impl Broker {
     /// Runs the leader core's commands for `partition`.
     pub(super) fn execute(&self, partition: &Arc<Partition>, commands: Vec<Command>) {
@@ -425,6 +438,18 @@ impl Broker {
         acks: repl::Acks,
         timeout_ms: u64,
     ) -> Result<(AppendResult, Option<AckWaiter>), AppendError> {
+        self.write_as_leader(partition, LeaderWrite::Client(records), acks, timeout_ms)
+    }
+
+    /// [`Broker::append_as_leader`] for any [`LeaderWrite`]: a client's batches, a
+    /// coordinator's, or a transaction marker.
+    pub fn write_as_leader(
+        &self,
+        partition: &Arc<Partition>,
+        write: LeaderWrite<'_>,
+        acks: repl::Acks,
+        timeout_ms: u64,
+    ) -> Result<(AppendResult, Option<AckWaiter>), AppendError> {
         let now = self.now();
         let mut commands;
         let mut waiter = None;
@@ -449,7 +474,26 @@ impl Broker {
                 .map_err(AppendError::from)
                 .and_then(|mut log| {
                     log.on_high_watermark(partition.high_watermark());
-                    let info = log.append_as_leader(records, epoch, self.clock.now_ms())?;
+                    let now_ms = self.clock.now_ms();
+                    let info = match write {
+                        LeaderWrite::Client(records) => {
+                            log.append_as_leader(records, epoch, now_ms)?
+                        }
+                        LeaderWrite::Coordinator(records) => {
+                            log.append_as_coordinator(records, epoch, now_ms)?
+                        }
+                        LeaderWrite::Marker {
+                            producer_id,
+                            producer_epoch,
+                            marker,
+                        } => log.append_marker_as_leader(
+                            producer_id,
+                            producer_epoch,
+                            marker,
+                            epoch,
+                            now_ms,
+                        )?,
+                    };
                     Ok((info, log.log_end_offset(), log.log_start_offset()))
                 });
             let (info, end, log_start) = match appended {
@@ -467,7 +511,7 @@ impl Broker {
             if info.duplicate {
                 commands = Vec::new();
             } else {
-                self.metrics.bytes_in.inc_by(records.len() as u64);
+                self.metrics.bytes_in.inc_by(info.size_bytes);
                 self.metrics
                     .records_in
                     .inc_by(u64::try_from(end.0 - info.first_offset.0).unwrap_or(0));

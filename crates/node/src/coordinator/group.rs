@@ -230,6 +230,10 @@ pub struct Group {
     static_rejoins: Vec<StaticRejoin>,
     /// Committed offsets by (topic, partition).
     pub offsets: BTreeMap<(String, i32), OffsetValue>,
+    /// Offsets committed inside open transactions (TxnOffsetCommit), by producer id: they
+    /// become `offsets` when the transaction's COMMIT marker reaches the group's partition,
+    /// and vanish at its ABORT.
+    pub pending_txn_offsets: BTreeMap<i64, BTreeMap<(String, i32), OffsetValue>>,
 }
 
 fn same_protocols(a: &[(String, Bytes)], b: &[(String, Bytes)]) -> bool {
@@ -253,7 +257,28 @@ impl Group {
             state_timestamp_ms: now_ms,
             static_rejoins: Vec::new(),
             offsets: BTreeMap::new(),
+            pending_txn_offsets: BTreeMap::new(),
         }
+    }
+
+    /// Settles producer `producer_id`'s pending transactional offsets: committed or dropped.
+    /// Returns whether it had any.
+    pub fn complete_txn_offsets(&mut self, producer_id: i64, commit: bool) -> bool {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return false;
+        };
+        if commit {
+            self.offsets.extend(pending);
+        }
+        true
+    }
+
+    /// Whether a transaction holds an uncommitted offset of this partition (OffsetFetch with
+    /// `require_stable` answers `UNSTABLE_OFFSET_COMMIT`).
+    pub fn has_pending_txn_offset(&self, topic: &str, partition: i32) -> bool {
+        self.pending_txn_offsets
+            .values()
+            .any(|p| p.contains_key(&(topic.to_string(), partition)))
     }
 
     /// A group as loaded from `__consumer_offsets`: its members are back (their sessions start

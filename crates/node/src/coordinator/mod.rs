@@ -391,6 +391,84 @@ impl Broker {
         writes
     }
 
+    /// A transaction marker reached `__consumer_offsets` partition `index`: producer
+    /// `producer_id`'s pending transactional offsets there are committed or dropped. A partition
+    /// not loaded here has nothing pending in memory (its load reads the marker).
+    pub fn complete_txn_offsets(&self, index: i32, producer_id: i64, commit: bool) {
+        let mut loaded = self.coordinator.lock();
+        let Some(part) = loaded.get_mut(&index) else {
+            return;
+        };
+        for group in part.groups.values_mut() {
+            group.complete_txn_offsets(producer_id, commit);
+        }
+    }
+
+    /// Writes a transaction's offset commits (TxnOffsetCommit) as a transactional batch of
+    /// producer `producer_id` / `producer_epoch` with acks=all; the group holds them pending
+    /// until the transaction's marker.
+    pub async fn write_txn_offsets(
+        &self,
+        scope: &Scope,
+        group: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        offsets: Vec<((String, i32), OffsetValue)>,
+    ) -> Result<(), ResponseError> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let now_ms = self.clock.now_ms();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = offsets
+            .iter()
+            .map(|((topic, partition), value)| {
+                let key = RecordKey::Offset {
+                    group: group.to_string(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                };
+                (encode_key(&key), records::encode_offset(value))
+            })
+            .collect();
+        let keyed: Vec<_> = rows
+            .iter()
+            .map(|(k, v)| (Some(k.as_slice()), Some(v.as_slice()), now_ms))
+            .collect();
+        let mut batch = build_keyed_batch(&keyed);
+        keel_log::plain_batch::set_transactional_producer(&mut batch, producer_id, producer_epoch);
+        let timeout_ms = self.config.offsets_commit_timeout_ms;
+        let write = crate::broker::LeaderWrite::Coordinator(&batch);
+        let waiter = match self.write_as_leader(&scope.partition, write, Acks::All, timeout_ms) {
+            Ok((_, Some(waiter))) => waiter,
+            Ok((_, None)) => unreachable!("acks=all always waits"),
+            Err(AppendError::Replication(code)) => return Err(write_error(code)),
+            Err(AppendError::Log(e))
+            | Err(AppendError::Partition(crate::partition::PartitionError::Log(e)))
+                if e.kafka_error_code() == Some(47) =>
+            {
+                return Err(ResponseError::ProducerFenced)
+            }
+            Err(e) => {
+                warn!(error = %e, "cannot write to __consumer_offsets");
+                return Err(ResponseError::CoordinatorNotAvailable);
+            }
+        };
+        match waiter.await {
+            Ok(Ok(())) => {}
+            Ok(Err(code)) => return Err(write_error(code)),
+            Err(_) => return Err(ResponseError::NotCoordinator),
+        }
+        self.with_partition_groups(scope.index, |groups, now_ms| {
+            let g = groups
+                .entry(group.to_string())
+                .or_insert_with(|| Group::new(group, now_ms));
+            g.pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .extend(offsets);
+        })
+    }
+
     /// Every group this broker coordinates now (ListGroups), with its state and protocol type.
     pub fn coordinated_groups(&self) -> Vec<(String, String, String)> {
         let loaded = self.coordinator.lock();
@@ -471,10 +549,14 @@ impl Broker {
 
 /// Reads a `__consumer_offsets` partition from its log start to its end: the last record per
 /// key wins, a tombstone deletes. A record that does not decode is skipped with a warning.
+/// Offsets in a transactional batch (TxnOffsetCommit) wait for their producer's marker: a
+/// COMMIT applies them, an ABORT drops them, and those still open at the end are pending.
 fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<String, Group>> {
     let log = partition.lock_log().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut offsets: BTreeMap<(String, String, i32), Option<OffsetValue>> = BTreeMap::new();
     let mut groups: BTreeMap<String, Option<records::GroupValue>> = BTreeMap::new();
+    type PendingOffsets = BTreeMap<(String, String, i32), OffsetValue>;
+    let mut pending: BTreeMap<i64, PendingOffsets> = BTreeMap::new();
     let mut at = log.log_start_offset();
     let end = log.log_end_offset();
     while at < end {
@@ -484,6 +566,18 @@ fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<St
         };
         for batch in keel_log::batch::BatchIter::new(&data.records) {
             let batch = batch?;
+            let header = batch.header;
+            if header.is_control() {
+                if let Ok(Some(marker)) = keel_log::EndTxnMarker::parse(batch.bytes, &header) {
+                    if let Some(settled) = pending.remove(&header.producer_id) {
+                        if marker.kind == keel_log::ControlType::Commit {
+                            offsets.extend(settled.into_iter().map(|(k, v)| (k, Some(v))));
+                        }
+                    }
+                }
+                continue;
+            }
+            let transactional = header.attributes & keel_log::batch::TRANSACTIONAL_ATTRIBUTE != 0;
             let Some(decoded) = decode_records(batch.bytes) else {
                 warn!(offset = %batch.header.base_offset, "skipping a compressed or malformed batch in __consumer_offsets");
                 continue;
@@ -510,6 +604,12 @@ fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<St
                         topic,
                         partition,
                     } => match (!null).then(|| decode_offset(&record.value)).transpose() {
+                        Ok(Some(value)) if transactional => {
+                            pending
+                                .entry(header.producer_id)
+                                .or_default()
+                                .insert((group, topic, partition), value);
+                        }
                         Ok(value) => {
                             offsets.insert((group, topic, partition), value);
                         }
@@ -539,6 +639,16 @@ fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<St
             out.entry(group.clone())
                 .or_insert_with(|| Group::new(&group, now_ms))
                 .offsets
+                .insert((topic, partition), value);
+        }
+    }
+    for (producer_id, open) in pending {
+        for ((group, topic, partition), value) in open {
+            out.entry(group.clone())
+                .or_insert_with(|| Group::new(&group, now_ms))
+                .pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
                 .insert((topic, partition), value);
         }
     }

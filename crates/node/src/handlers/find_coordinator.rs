@@ -1,17 +1,12 @@
-//! FindCoordinator (key 10, v0–5): the group coordinator of each key is the leader of the key's
-//! `__consumer_offsets` partition. The topic is created on the first lookup (Kafka does the
-//! same): `offsets.topic.num.partitions` partitions, `offsets.topic.replication.factor` replicas,
-//! `min.insync.replicas` 2 (1 for a single replica), `cleanup.policy=compact` (the cleaner keeps
-//! the latest commit of each group and partition; nothing is deleted by age). Until its
-//! partition has a leader the answer is `COORDINATOR_NOT_AVAILABLE` and the client retries.
-//! Transaction coordinators do not exist in Keel yet: a transactional key is answered
-//! `CLUSTER_AUTHORIZATION_FAILED` with a message saying so — the one error every mainstream
-//! client treats as fatal at once, message included (Kafka's Java `TransactionManager`
-//! `FindCoordinatorHandler` fails any non-retriable error other than the transactional-id and
-//! group authorization ones with the broker's `error_message`; librdkafka's
-//! `rd_kafka_txn_handle_FindCoordinator` raises a fatal error only for the two authorization
-//! codes and retries every other one, `INVALID_REQUEST` included, until `init_transactions`
-//! times out; franz-go fails every non-retriable code). Share coordinators (key type 2, asked
+//! FindCoordinator (key 10, v0–6): the group coordinator of a key (type 0) is the leader of the
+//! key's `__consumer_offsets` partition, the transaction coordinator of a transactional id
+//! (type 1) the leader of its `__transaction_state` partition (Kafka's hash for both). Each topic
+//! is created on the first lookup (Kafka does the same), compacted:
+//! `offsets.topic.num.partitions` partitions and `offsets.topic.replication.factor` replicas with
+//! `min.insync.replicas` 2; `transaction.state.log.num.partitions`,
+//! `transaction.state.log.replication.factor` and `transaction.state.log.min.isr` (both min ISRs
+//! capped at the replication factor). Until the key's partition has a leader the answer is
+//! `COORDINATOR_NOT_AVAILABLE` and the client retries. Share coordinators (key type 2, asked
 //! for by brokers of share groups, KIP-932) as Kafka 4.4 without one (`KafkaApisTest`
 //! `testFindCoordinatorTooOldForShareStateTopic`, `…NoShareCoordinatorForShareStateTopic`,
 //! `…WithInvalidSharePartitionKey`): before v6 `INVALID_REQUEST`, a key that is not
@@ -33,6 +28,7 @@ use tracing::{info, warn};
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::coordinator::{partition_for, OFFSETS_TOPIC};
+use crate::txn_coordinator::TRANSACTION_STATE_TOPIC;
 
 /// Key types (`FindCoordinatorRequest.KeyType`).
 const GROUP_KEY: i8 = 0;
@@ -41,10 +37,6 @@ const SHARE_KEY: i8 = 2;
 
 /// The first version that may ask for a share coordinator (KIP-932).
 const SHARE_KEY_MIN_VERSION: i16 = 6;
-
-/// What a transactional producer is told (FindCoordinator and InitProducerId).
-pub const TRANSACTIONS_NOT_SUPPORTED: &str = "transactions are not supported by Keel yet \
-    (no transaction coordinator): use an idempotent producer without transactional.id";
 
 /// How long the first lookup waits for the new topic's partition to get a leader.
 const CREATE_WAIT_MS: u64 = 5_000;
@@ -93,10 +85,7 @@ pub async fn handle(
         } else if request.key_type == GROUP_KEY {
             find_group_coordinator(broker, &key, listener).await
         } else if request.key_type == TRANSACTION_KEY {
-            Err((
-                ResponseError::ClusterAuthorizationFailed,
-                TRANSACTIONS_NOT_SUPPORTED.to_string(),
-            ))
+            find_txn_coordinator(broker, &key, listener).await
         } else if request.key_type == SHARE_KEY {
             Err(share_coordinator(&key, version))
         } else {
@@ -170,42 +159,91 @@ fn is_share_partition_key(key: &str) -> bool {
 }
 
 async fn find_group_coordinator(broker: &Broker, group: &str, listener: &str) -> Found {
-    if broker.topic(OFFSETS_TOPIC).is_none() {
-        create_offsets_topic(broker).await?;
+    let config = &broker.config;
+    let topic = InternalTopic {
+        name: OFFSETS_TOPIC,
+        partitions: config.offsets_topic_num_partitions,
+        replication: config.offsets_topic_replication_factor,
+        min_isr: 2,
+        segment_bytes: config.offsets_topic_segment_bytes,
+        replication_key: "offsets.topic.replication.factor",
+    };
+    find_coordinator_in(broker, &topic, group, listener).await
+}
+
+async fn find_txn_coordinator(broker: &Broker, id: &str, listener: &str) -> Found {
+    let txn = &broker.config.transactions;
+    let topic = InternalTopic {
+        name: TRANSACTION_STATE_TOPIC,
+        partitions: txn.num_partitions,
+        replication: txn.replication_factor,
+        min_isr: txn.min_isr,
+        segment_bytes: txn.segment_bytes,
+        replication_key: "transaction.state.log.replication.factor",
+    };
+    find_coordinator_in(broker, &topic, id, listener).await
+}
+
+/// An internal topic a coordinator lives in, created on the first lookup.
+struct InternalTopic {
+    name: &'static str,
+    partitions: i32,
+    replication: i16,
+    /// Capped at the replication factor.
+    min_isr: i16,
+    segment_bytes: u64,
+    replication_key: &'static str,
+}
+
+/// The leader of `key`'s partition of `topic` (Kafka's hash), at its `listener` endpoint.
+async fn find_coordinator_in(
+    broker: &Broker,
+    topic: &InternalTopic,
+    key: &str,
+    listener: &str,
+) -> Found {
+    if broker.topic(topic.name).is_none() {
+        create_internal_topic(broker, topic).await?;
     }
+    let name = topic.name;
     let not_available = |why: String| (ResponseError::CoordinatorNotAvailable, why);
-    let topic = broker
-        .topic(OFFSETS_TOPIC)
-        .ok_or_else(|| not_available(format!("{OFFSETS_TOPIC} is being created")))?;
-    let index = partition_for(group, topic.partitions.len());
-    let leader = topic
+    let view = broker
+        .topic(name)
+        .ok_or_else(|| not_available(format!("{name} is being created")))?;
+    let index = partition_for(key, view.partitions.len());
+    let leader = view
         .partitions
         .iter()
         .find(|p| p.index == index)
         .and_then(|p| p.leader)
-        .ok_or_else(|| not_available(format!("{OFFSETS_TOPIC}-{index} has no leader")))?;
+        .ok_or_else(|| not_available(format!("{name}-{index} has no leader")))?;
     let (host, port) = broker
         .broker_endpoint_on(leader, listener)
         .ok_or_else(|| not_available(format!("broker {leader} has no endpoint")))?;
     Ok((leader, host, port))
 }
 
-async fn create_offsets_topic(broker: &Broker) -> Result<(), (ResponseError, String)> {
-    let config = &broker.config;
-    let replication = config.offsets_topic_replication_factor;
+async fn create_internal_topic(
+    broker: &Broker,
+    internal: &InternalTopic,
+) -> Result<(), (ResponseError, String)> {
+    let topic = internal;
+    let name = topic.name;
+    let (partitions, replication_key) = (topic.partitions, topic.replication_key);
+    let replication = topic.replication;
     let configs = [
         ("cleanup.policy", "compact".to_string()),
-        ("min.insync.replicas", replication.min(2).to_string()),
         (
-            "segment.bytes",
-            config.offsets_topic_segment_bytes.to_string(),
+            "min.insync.replicas",
+            replication.min(topic.min_isr).to_string(),
         ),
+        ("segment.bytes", topic.segment_bytes.to_string()),
     ];
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(str_bytes(OFFSETS_TOPIC)))
-            .with_num_partitions(config.offsets_topic_num_partitions)
+            .with_name(TopicName(str_bytes(name)))
+            .with_num_partitions(topic.partitions)
             .with_replication_factor(replication)
             .with_configs(
                 configs
@@ -235,32 +273,25 @@ async fn create_offsets_topic(broker: &Broker) -> Result<(), (ResponseError, Str
     };
     let code = topic.as_ref().map_or(-1, |t| t.error_code);
     if code == ResponseError::InvalidReplicationFactor.code() {
-        warn!(
-            replication,
-            "cannot create {OFFSETS_TOPIC}: too few brokers"
-        );
+        warn!(replication, "cannot create {name}: too few brokers");
         return Err(unavailable(format!(
-            "{OFFSETS_TOPIC} needs offsets.topic.replication.factor={replication} brokers: {}",
+            "{name} needs {}={replication} brokers: {}",
+            replication_key,
             topic
                 .and_then(|t| t.error_message.map(|m| m.to_string()))
                 .unwrap_or_default()
         )));
     }
     if code != 0 && code != ResponseError::TopicAlreadyExists.code() {
-        return Err(unavailable(format!(
-            "cannot create {OFFSETS_TOPIC}: error {code}"
-        )));
+        return Err(unavailable(format!("cannot create {name}: error {code}")));
     }
     if code == 0 {
-        info!(
-            partitions = config.offsets_topic_num_partitions,
-            replication, "created {OFFSETS_TOPIC}"
-        );
+        info!(partitions, replication, "created {name}");
     }
     broker
         .await_image(CREATE_WAIT_MS, |image| {
             image
-                .topic_id(OFFSETS_TOPIC)
+                .topic_id(name)
                 .and_then(|id| image.topic(id))
                 .is_some_and(|t| t.partitions.values().all(|p| p.leader.is_some()))
         })

@@ -28,6 +28,7 @@ mod produce;
 pub mod refusals;
 pub(crate) mod replica_log_info;
 pub(crate) mod scram_credentials;
+pub(crate) mod txn;
 
 use std::sync::Arc;
 
@@ -204,7 +205,7 @@ async fn answer(
         Request::CreateAcls(r) => encode(&mut acls::create(broker, session, r, version).await)?,
         Request::DeleteAcls(r) => encode(&mut acls::delete(broker, session, r, version).await)?,
         Request::InitProducerId(r) => {
-            encode(&mut init_producer_id::handle(broker, session, r).await)?
+            encode(&mut init_producer_id::handle(broker, session, r, version).await)?
         }
         Request::FindCoordinator(r) => {
             encode(&mut find_coordinator::handle(broker, session, r, version, listener).await)?
@@ -246,6 +247,19 @@ async fn answer(
         Request::AlterUserScramCredentials(r) => {
             encode(&mut scram_credentials::alter(broker, session, r, version).await)?
         }
+        Request::AddPartitionsToTxn(r) => {
+            encode(&mut txn::add_partitions(broker, session, r, version).await)?
+        }
+        Request::AddOffsetsToTxn(r) => {
+            encode(&mut txn::add_offsets(broker, session, r, version).await)?
+        }
+        Request::EndTxn(r) => encode(&mut txn::end(broker, session, r, version).await)?,
+        Request::WriteTxnMarkers(r) => encode(&mut txn::write_markers(broker, session, r).await)?,
+        Request::TxnOffsetCommit(r) => {
+            encode(&mut txn::txn_offset_commit(broker, session, r, version).await)?
+        }
+        Request::DescribeTransactions(r) => encode(&mut txn::describe(broker, session, r))?,
+        Request::ListTransactions(r) => encode(&mut txn::list(broker, session, r, version))?,
     };
     Ok((Reply::Send(bytes), throttled.into_inner()))
 }
@@ -314,7 +328,21 @@ throttle_time!(
     AlterClientQuotasResponse,
     DescribeUserScramCredentialsResponse,
     AlterUserScramCredentialsResponse,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    TxnOffsetCommitResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
 );
+
+/// WriteTxnMarkers (broker to broker) has no `throttle_time_ms`, and is never throttled.
+impl ThrottleTime for keel_wire::kafka_protocol::messages::WriteTxnMarkersResponse {
+    fn throttle_time_ms(&self) -> i32 {
+        0
+    }
+    fn set_throttle_time_ms(&mut self, _ms: i32) {}
+}
 
 /// Lets `dispatch` encode any response body through one closure.
 trait ErasedEncode {
@@ -390,6 +418,6 @@ pub(crate) fn missing_partition_error(
 }
 
 /// A `StrBytes` from an owned string.
-fn str_bytes(s: impl Into<String>) -> StrBytes {
+pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }

@@ -198,15 +198,26 @@ fn partition_exists(broker: &Broker, topic: &str, index: i32) -> bool {
 
 /// One group's committed offsets for the asked partitions (`None`: every partition it has).
 /// Unknown partitions are answered with offset -1 and no error, as Kafka does.
-type Fetched = Vec<(String, Vec<(i32, Option<OffsetValue>)>)>;
+type Fetched = Vec<(
+    String,
+    Vec<(i32, Result<Option<OffsetValue>, ResponseError>)>,
+)>;
 
+/// The committed offsets of `group_id` (those `asked`, or all). With `require_stable` (v7+,
+/// KIP-447), a partition with an offset pending in an open transaction is
+/// `UNSTABLE_OFFSET_COMMIT`: the client retries until the transaction ends.
 fn fetch_group(
     broker: &Broker,
     group_id: &str,
     asked: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Fetched, ResponseError> {
     let (_, fetched) = broker.with_groups(group_id, |groups, _| {
-        let offsets = groups.get(group_id).map(|g| &g.offsets);
+        let group = groups.get(group_id);
+        let offsets = group.map(|g| &g.offsets);
+        let unstable = |topic: &str, p: i32| {
+            require_stable && group.is_some_and(|g| g.has_pending_txn_offset(topic, p))
+        };
         match asked {
             Some(asked) => asked
                 .into_iter()
@@ -214,21 +225,29 @@ fn fetch_group(
                     let values = partitions
                         .into_iter()
                         .map(|p| {
+                            if unstable(&topic, p) {
+                                return (p, Err(ResponseError::UnstableOffsetCommit));
+                            }
                             let value = offsets.and_then(|o| o.get(&(topic.clone(), p))).cloned();
-                            (p, value)
+                            (p, Ok(value))
                         })
                         .collect();
                     (topic, values)
                 })
                 .collect(),
             None => {
-                let mut by_topic: BTreeMap<String, Vec<(i32, Option<OffsetValue>)>> =
-                    BTreeMap::new();
+                type Values = Vec<(i32, Result<Option<OffsetValue>, ResponseError>)>;
+                let mut by_topic: BTreeMap<String, Values> = BTreeMap::new();
                 for ((topic, partition), value) in offsets.into_iter().flatten() {
+                    let value = if unstable(topic, *partition) {
+                        Err(ResponseError::UnstableOffsetCommit)
+                    } else {
+                        Ok(Some(value.clone()))
+                    };
                     by_topic
                         .entry(topic.clone())
                         .or_default()
-                        .push((*partition, Some(value.clone())));
+                        .push((*partition, value));
                 }
                 by_topic.into_iter().collect()
             }
@@ -245,8 +264,9 @@ pub fn fetch(
     version: i16,
 ) -> OffsetFetchResponse {
     let authz = super::authz::Authz::new(broker, session, ApiKey::OffsetFetch);
+    let require_stable = version >= 7 && req.require_stable;
     let fetch_group = |group_id: &str, asked: Option<Vec<(String, Vec<i32>)>>| {
-        fetch_group_authorized(broker, &authz, group_id, asked)
+        fetch_group_authorized(broker, &authz, group_id, asked, require_stable)
     };
     if version >= 8 {
         let groups = req
@@ -369,6 +389,7 @@ fn fetch_group_authorized(
     authz: &super::authz::Authz<'_>,
     group_id: &str,
     asked: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<
     Vec<(
         String,
@@ -380,7 +401,7 @@ fn fetch_group_authorized(
         return Err(ResponseError::GroupAuthorizationFailed);
     }
     let all = asked.is_none();
-    let fetched = fetch_group(broker, group_id, asked)?;
+    let fetched = fetch_group(broker, group_id, asked, require_stable)?;
     Ok(fetched
         .into_iter()
         .filter_map(|(topic, partitions)| {
@@ -396,7 +417,7 @@ fn fetch_group_authorized(
                 .into_iter()
                 .map(|(p, v)| {
                     let v = if described {
-                        Ok(v)
+                        v
                     } else {
                         Err(ResponseError::TopicAuthorizationFailed)
                     };

@@ -15,8 +15,14 @@
 //! - Idempotent producers: the log checks each batch's producer id, epoch and sequence
 //!   (`keel_log::producer_state`). A retried batch the log already holds is answered with the
 //!   offsets it got the first time (for acks=all once the high watermark passes it);
-//!   `OUT_OF_ORDER_SEQUENCE_NUMBER` and `INVALID_PRODUCER_EPOCH` refuse the others; transactional
-//!   batches are `INVALID_RECORD` (no transaction coordinator).
+//!   `OUT_OF_ORDER_SEQUENCE_NUMBER` and `INVALID_PRODUCER_EPOCH` refuse the others.
+//! - Transactional producers (KIP-98): the request must name a transactional id the session may
+//!   WRITE (`TRANSACTIONAL_ID_AUTHORIZATION_FAILED` for the whole request otherwise). A
+//!   producer's first transactional batch in a partition is checked with the id's transaction
+//!   coordinator first (KIP-890 part 1): a partition not added to the ongoing transaction is
+//!   `TRANSACTION_ABORTABLE` (`INVALID_TXN_STATE` before v11), a coordinator that cannot answer
+//!   yet `NOT_ENOUGH_REPLICAS` (retried) — so a zombie or confused producer can never open a
+//!   transaction no coordinator knows of, which would hold back every read_committed reader.
 //! - Before the append, the batch is checked as Kafka's `LogValidator` checks a client's
 //!   ([`keel_log::validate`]): a batch over `max.message.bytes` is `MESSAGE_TOO_LARGE` whole;
 //!   keyless records on a compacted topic (`INVALID_RECORD`) and timestamps outside
@@ -116,6 +122,24 @@ pub async fn handle(
     let mut any_appended = false;
     let mut first_error: Option<String> = None;
     let mut topics = Vec::new();
+    let transactional = request.topic_data.iter().any(|t| {
+        t.partition_data
+            .iter()
+            .any(|p| p.records.as_deref().is_some_and(has_transactional_batch))
+    });
+    let txn_id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+    let txn_refused = transactional
+        && !txn_id.as_deref().is_some_and(|id| {
+            authz.allows(
+                keel_controller::acl::AclOperation::Write,
+                keel_controller::acl::ResourceType::TransactionalId,
+                id,
+            )
+        });
+    let txn = Txn {
+        id: txn_id.as_deref(),
+        knows_abortable: version >= TRANSACTION_ABORTABLE_MIN_VERSION,
+    };
     for topic in request.topic_data {
         // v13+ names topics by id.
         let name = if version >= TOPIC_ID_MIN_VERSION {
@@ -145,6 +169,11 @@ pub async fn handle(
                     )
                     .into()))
                 }
+                Some(_) if txn_refused => Pending::Done(Err(ApiError::new(
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "Transactional Id authorization failed.",
+                )
+                .into())),
                 Some(_) if !writable => Pending::Done(Err(ApiError::new(
                     ResponseError::TopicAuthorizationFailed,
                     "Topic authorization failed.",
@@ -156,8 +185,8 @@ pub async fn handle(
                         name.as_deref(),
                         data.index,
                         data.records.clone(),
-                        acks,
-                        timeout_ms,
+                        (acks, timeout_ms),
+                        txn,
                     )
                     .await
                 }
@@ -249,13 +278,23 @@ fn response_error(code: ErrorCode) -> ResponseError {
     ResponseError::try_from_code(code.code()).unwrap_or(ResponseError::UnknownServerError)
 }
 
+/// The request's transactional id, and whether its version knows `TRANSACTION_ABORTABLE`.
+#[derive(Clone, Copy)]
+struct Txn<'a> {
+    id: Option<&'a str>,
+    knows_abortable: bool,
+}
+
+/// The first Produce version whose clients know `TRANSACTION_ABORTABLE` (KIP-890).
+const TRANSACTION_ABORTABLE_MIN_VERSION: i16 = 11;
+
 async fn append(
     broker: &Arc<Broker>,
     topic: Option<&str>,
     index: i32,
     records: Option<Bytes>,
-    acks: Acks,
-    timeout_ms: u64,
+    (acks, timeout_ms): (Acks, u64),
+    txn: Txn<'_>,
 ) -> Pending {
     let Some(partition) = topic.and_then(|t| broker.partition(t, index)) else {
         let exists = topic
@@ -284,15 +323,10 @@ async fn append(
         )
         .into()));
     };
-    if has_transactional_batch(&records) {
-        // The log keeps transactions (markers, the last stable offset); until the transaction
-        // coordinator verifies a producer's partitions (KIP-890), an unverified transaction
-        // could stay open forever and stall every read_committed reader.
-        return Pending::Done(Err(ApiError::new(
-            ResponseError::InvalidRecord,
-            "transactional batches are not accepted yet: Keel has no transaction coordinator",
-        )
-        .into()));
+    if partition.is_leader() {
+        if let Err(failure) = verify_transaction(broker, &partition, &records, txn).await {
+            return Pending::Done(Err(failure));
+        }
     }
     // A replica that does not lead answers NOT_LEADER_OR_FOLLOWER (from the append) before any
     // record is looked at, as Kafka's ReplicaManager finds the leader log first.
@@ -374,6 +408,51 @@ async fn check_batch(
             }
         }
     })
+}
+
+/// KIP-890 part 1: a transactional batch of a producer with no open transaction in this
+/// partition is checked with the transaction coordinator before it is appended.
+async fn verify_transaction(
+    broker: &Broker,
+    partition: &Partition,
+    records: &[u8],
+    txn: Txn<'_>,
+) -> Result<(), Failure> {
+    let Some(header) = keel_log::batch::BatchHeader::parse(records) else {
+        return Ok(());
+    };
+    if header.attributes & keel_log::batch::TRANSACTIONAL_ATTRIBUTE == 0 {
+        return Ok(());
+    }
+    let Some(id) = txn.id else {
+        return Err(ApiError::new(
+            ResponseError::TransactionalIdAuthorizationFailed,
+            "a transactional batch needs the request's transactional id",
+        )
+        .into());
+    };
+    let open = partition.lock_log().is_ok_and(|log| {
+        log.producer_states()
+            .get(header.producer_id)
+            .is_some_and(|e| {
+                e.epoch == header.producer_epoch && e.current_txn_first_offset.is_some()
+            })
+    });
+    if open {
+        return Ok(());
+    }
+    let tp = (partition.tp.topic.clone(), partition.tp.partition);
+    broker
+        .verify_txn_partition(id, header.producer_id, header.producer_epoch, &tp)
+        .await
+        .map_err(|e| {
+            let error = super::txn::verification_error(e, txn.knows_abortable);
+            ApiError::new(
+                error,
+                format!("{tp:?} is not part of transaction {id:?} at this producer epoch ({e:?})"),
+            )
+            .into()
+        })
 }
 
 /// Whether a batch header in `records` has the transactional bit (malformed input is left to

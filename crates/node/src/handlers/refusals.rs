@@ -17,6 +17,10 @@ use std::time::Duration;
 
 use keel_wire::kafka_protocol::messages::ApiKey;
 use keel_wire::kafka_protocol::messages::{
+    AddOffsetsToTxnResponse, AddPartitionsToTxnResponse, DescribeTransactionsResponse,
+    EndTxnResponse, ListTransactionsResponse, TxnOffsetCommitResponse, WriteTxnMarkersResponse,
+};
+use keel_wire::kafka_protocol::messages::{
     AlterClientQuotasResponse, AlterConfigsResponse, AlterUserScramCredentialsResponse,
     CreateAclsResponse, CreatePartitionsResponse, CreateTopicsResponse, DeleteAclsResponse,
     DeleteGroupsResponse, DeleteRecordsResponse, DeleteTopicsResponse, DescribeAclsResponse,
@@ -110,6 +114,9 @@ impl Refusal for keel_wire::kafka_protocol::messages::ApiVersionsResponse {
 }
 
 top_level! {
+    AddOffsetsToTxnResponse => |_r| None;
+    EndTxnResponse => |_r| None;
+    ListTransactionsResponse => |_r| None;
     InitProducerIdResponse => |_r| None;
     JoinGroupResponse => |_r| None;
     SyncGroupResponse => |_r| None;
@@ -119,6 +126,60 @@ top_level! {
     DescribeClientQuotasResponse => |r| r.error_message.as_ref();
     DescribeAclsResponse => |r| r.error_message.as_ref();
     ListConfigResourcesResponse => |_r| None;
+}
+
+impl Refusal for AddPartitionsToTxnResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        first.top(self.error_code, None);
+        let topics = self.results_by_topic_v3_and_below.iter().chain(
+            self.results_by_transaction
+                .iter()
+                .flat_map(|t| &t.topic_results),
+        );
+        for t in topics {
+            for p in &t.results_by_partition {
+                first.see(p.partition_error_code, None, || {
+                    tp(&t.name.0, p.partition_index)
+                });
+            }
+        }
+        first.0
+    }
+}
+
+impl Refusal for WriteTxnMarkersResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for t in self.markers.iter().flat_map(|m| &m.topics) {
+            for p in &t.partitions {
+                first.see(p.error_code, None, || tp(&t.name.0, p.partition_index));
+            }
+        }
+        first.0
+    }
+}
+
+impl Refusal for TxnOffsetCommitResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for t in &self.topics {
+            for p in &t.partitions {
+                first.see(p.error_code, None, || tp(&t.name.0, p.partition_index));
+            }
+        }
+        first.0
+    }
+}
+
+impl Refusal for DescribeTransactionsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        for s in &self.transaction_states {
+            first.see(s.error_code, None, || s.transactional_id.to_string());
+        }
+        first.0
+    }
 }
 
 impl Refusal for MetadataResponse {
