@@ -197,3 +197,115 @@ def test_transactional_writes_need_the_transactional_id_and_a_started_transactio
                                attributes=0x10)
         assert w.produce_v3(conn, topic, 0, batch)[0] == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     assert read_all(broker.bootstrap, topic, [0], "read_uncommitted") == {0: []}
+
+
+def java_string_hash_partition(key: str, partitions: int) -> int:
+    """Kafka's partition for a transactional id: abs(String.hashCode) % partitions."""
+    h = 0
+    for unit in key.encode("utf-16-be").hex(" ", 2).split():
+        h = (h * 31 + int(unit, 16)) & 0xFFFFFFFF
+    if h >= 2 ** 31:
+        h -= 2 ** 32
+    return (0 if h == -(2 ** 31) else abs(h)) % partitions
+
+
+def run_transactions(bootstrap: str, topic: str, txn_id: str, count: int, on_round=None) -> dict[int, bool]:
+    """`count` transactions of one record per partition (values "t<n>-p<p>"); every fourth is
+    aborted. Returns each transaction's outcome as the producer learned it (True: committed).
+    A failed commit is retried until it answers; an abortable error aborts the transaction."""
+    p = txn_producer(bootstrap, txn_id, **{"transaction.timeout.ms": 20_000})
+    outcomes: dict[int, bool] = {}
+    for n in range(count):
+        if on_round:
+            on_round(n)
+        p.begin_transaction()
+        for part in range(3):
+            p.produce(topic, value=f"t{n}-p{part}".encode(), partition=part)
+        want_commit = n % 4 != 3
+        p.flush(TIMEOUT_S)
+        while True:
+            try:
+                if want_commit:
+                    p.commit_transaction(TIMEOUT_S)
+                else:
+                    p.abort_transaction(TIMEOUT_S)
+                outcomes[n] = want_commit
+                break
+            except ck.KafkaException as e:
+                err = e.args[0]
+                if err.txn_requires_abort():
+                    want_commit = False
+                    continue
+                assert err.retriable(), f"transaction {n}: {err}"
+                time.sleep(0.2)
+    return outcomes
+
+
+def test_transactions_survive_a_kill9_of_the_coordinator_and_leaders(cluster):
+    """Three brokers; a transactional producer commits (and every fourth time aborts) one record
+    per partition per transaction while the broker coordinating its transactional id — which also
+    leads some of the partitions — is killed with -9 and later restarted. Every transaction the
+    producer saw committed is read by a read_committed consumer exactly once, and no record of an
+    aborted one ever is."""
+    c = cluster("txn-kill9")
+    topic = unique_topic("txn-kill9")
+    c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    txn_id = unique_topic("txn-kill9-id")
+    victim: list[int] = []
+
+    def kill_coordinator(n: int) -> None:
+        if n == 10:
+            index = java_string_hash_partition(txn_id, 50)
+            leader = c.partition_state("__transaction_state")[index].leader
+            victim.append(leader)
+            c.kill9(leader)
+        if n == 25:
+            c.restart(victim[0])
+
+    outcomes = run_transactions(c.live_bootstrap, topic, txn_id, 35, kill_coordinator)
+    assert victim, "the coordinator was killed"
+    got = read_all(c.live_bootstrap, topic, [0, 1, 2], "read_committed", timeout_s=60)
+    for part in range(3):
+        want = [f"t{n}-p{part}".encode() for n in sorted(outcomes) if outcomes[n]]
+        assert got[part] == want, f"partition {part}: {got[part]} != {want}"
+
+
+def test_kafka_transactions_tool_lists_describes_and_aborts(broker):
+    """Kafka's own kafka-transactions.sh (TransactionsCommand, kafka-tools 4.4): `list` and
+    `describe` show an open transaction from its coordinator, `describe-producers` shows its first
+    offset in the partition, `find-hanging` runs, and `abort` (WriteTxnMarkers from the admin
+    client to the partition leader) closes it there, so read_committed readers move past it."""
+    from test_kafka_tools import build_tools
+    tools = build_tools()
+    command = "org.apache.kafka.tools.TransactionsCommand"
+    topic = unique_topic("txn-tool")
+    create_topic(broker.bootstrap, topic, 1)
+    txn_id = unique_topic("txn-tool-id")
+    p = txn_producer(broker.bootstrap, txn_id)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    p.flush(TIMEOUT_S)
+
+    def tool(*args: str) -> str:
+        return tools.ok(command, "--bootstrap-server", broker.bootstrap, *args).out
+
+    listed = tool("list")
+    assert txn_id in listed and "Ongoing" in listed, listed
+    described = tool("describe", "--transactional-id", txn_id)
+    assert "Ongoing" in described and f"{topic}-0" in described, described
+    producers = tool("describe-producers", "--topic", topic, "--partition", "0")
+    row = [line.split() for line in producers.splitlines()[1:] if line.strip()]
+    assert len(row) == 1 and row[0][-1] == "0", producers  # CurrentTransactionStartOffset
+    tool("find-hanging", "--broker-id", "1")
+    other = txn_producer(broker.bootstrap, unique_topic("txn-tool-other"))
+    other.begin_transaction()
+    other.produce(topic, value=b"after", partition=0)
+    other.commit_transaction(TIMEOUT_S)
+    # Held back by the open transaction.
+    assert read_all(broker.bootstrap, topic, [0], "read_committed") == {0: []}
+    tool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+    # Aborted there: its record is skipped, the committed one after it is visible.
+    assert read_all(broker.bootstrap, topic, [0], "read_committed") == {0: [b"after"]}
+    producers = tool("describe-producers", "--topic", topic, "--partition", "0")
+    row = [line.split() for line in producers.splitlines()[1:] if line.strip()]
+    assert row[0][-1] == "None", producers
