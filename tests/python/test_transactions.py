@@ -35,14 +35,14 @@ def txn_producer(bootstrap: str, txn_id: str, **extra) -> ck.Producer:
     return p
 
 
-def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str,
-             timeout_s: float = 20.0) -> dict[int, list[bytes]]:
-    """Every record of `partitions` up to the (isolation level's) end, by partition."""
+def read_messages(bootstrap: str, topic: str, partitions: list[int], isolation: str,
+                  timeout_s: float = 20.0) -> dict[int, list[tuple[bytes | None, bytes]]]:
+    """Every record (key, value) of `partitions` up to the (isolation level's) end, by partition."""
     conf = dict(CONFLUENT_CONSUMER)
     conf.update({"bootstrap.servers": bootstrap, "isolation.level": isolation, "logger": RDKAFKA_LOG})
     c = ck.Consumer(conf)
     c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in partitions])
-    got: dict[int, list[bytes]] = {p: [] for p in partitions}
+    got: dict[int, list[tuple[bytes | None, bytes]]] = {p: [] for p in partitions}
     at_end: set[int] = set()
     deadline = time.monotonic() + timeout_s
     try:
@@ -56,11 +56,18 @@ def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str,
                     continue
                 raise AssertionError(f"consumer error: {m.error()}")
             at_end.discard(m.partition())
-            got[m.partition()].append(m.value())
+            got[m.partition()].append((m.key(), m.value()))
     finally:
         c.close()
     assert len(at_end) == len(partitions), f"did not reach the end of {partitions}: {at_end}"
     return got
+
+
+def read_all(bootstrap: str, topic: str, partitions: list[int], isolation: str,
+             timeout_s: float = 20.0) -> dict[int, list[bytes]]:
+    """The values of [`read_messages`]."""
+    got = read_messages(bootstrap, topic, partitions, isolation, timeout_s)
+    return {p: [v for _, v in records] for p, records in got.items()}
 
 
 def test_committed_records_are_seen_and_aborted_ones_never(broker):
@@ -309,3 +316,64 @@ def test_kafka_transactions_tool_lists_describes_and_aborts(broker):
     producers = tool("describe-producers", "--topic", topic, "--partition", "0")
     row = [line.split() for line in producers.splitlines()[1:] if line.strip()]
     assert row[0][-1] == "None", producers
+
+
+def test_kafka_streams_exactly_once_v2_word_count_survives_a_broker_kill9(cluster, tmp_path):
+    """Kafka Streams 4.4 with processing.guarantee=exactly_once_v2 (tests/java/streams/
+    KeelStreamsEos.java, two stream threads) counts the words of 3,000 lines over three brokers;
+    the broker leading the first input partition is killed with -9 mid-run and restarted. The
+    output read with read_committed ends with every word's exact count: nothing lost, nothing
+    counted twice."""
+    import subprocess
+    import threading
+    from collections import Counter
+
+    from builds import java_build
+    from clients import Rec, confluent_produce, confluent_watermarks
+    from test_delete_records import STREAMS_CACHE, STREAMS_DIR
+
+    classes, classpath = java_build(STREAMS_DIR / "pom.xml", STREAMS_CACHE,
+                                    [STREAMS_DIR / "KeelStreamsEos.java"])
+    c = cluster("txn-streams")
+    src, out = unique_topic("eos-in"), unique_topic("eos-out")
+    c.create_topic(src, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    c.create_topic(out, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    words = [f"w{i}" for i in range(40)]
+    lines = [" ".join(words[(n * 7 + k) % len(words)] for k in range(1 + n % 5)) for n in range(3000)]
+    expected = Counter(w for line in lines for w in line.split())
+    recs = [Rec(n % 3, f"k{n}".encode(), line.encode(), TS + n) for n, line in enumerate(lines)]
+    confluent_produce(c.live_bootstrap, src, recs[:1500])
+    app = subprocess.Popen(["java", "-cp", f"{classes}:{classpath}", "KeelStreamsEos", c.live_bootstrap,
+                            unique_topic("eos-app"), src, out, str(tmp_path / "state"), str(len(lines))],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = c.partition_state(src)[0].leader
+
+    def chaos() -> None:
+        # Once the application is writing output, kill a broker, feed it the second half while
+        # the broker is down, and bring the broker back.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and app.poll() is None:
+            ends = [hi for _, hi in confluent_watermarks(c.live_bootstrap, out, [0, 1, 2]).values()]
+            if sum(ends) > 0:
+                break
+            time.sleep(0.2)
+        c.kill9(victim)
+        confluent_produce(c.live_bootstrap, src, recs[1500:])
+        time.sleep(5)
+        c.restart(victim)
+
+    killer = threading.Thread(target=chaos, daemon=True)
+    killer.start()
+    try:
+        stdout, stderr = app.communicate(timeout=300)
+    finally:
+        if app.poll() is None:
+            app.kill()
+    killer.join(120)
+    assert not killer.is_alive(), "the broker was restarted"
+    assert app.returncode == 0 and "EOS-DONE" in stdout, f"exit {app.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    latest: dict[str, int] = {}
+    for records in read_messages(c.live_bootstrap, out, [0, 1, 2], "read_committed", timeout_s=60).values():
+        for key, value in records:
+            latest[key.decode()] = int.from_bytes(value, "big", signed=True)
+    assert latest == dict(expected), {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w) != n}
