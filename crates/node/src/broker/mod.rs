@@ -22,6 +22,7 @@ pub use cleaner::KafkaCodecs;
 mod delete_records;
 mod hosting;
 mod log_start;
+mod peers;
 mod producer_ids;
 mod replication;
 pub mod scrubber;
@@ -170,6 +171,8 @@ pub struct Broker {
     pub coordinator: crate::coordinator::GroupCoordinator,
     /// The transaction coordinator's loaded state (`crate::txn_coordinator`).
     pub txn_coordinator: crate::txn_coordinator::TxnCoordinator,
+    /// Cached connections to the other brokers for the coordinator's calls.
+    peers: peers::PeerClients,
     /// The block of producer ids InitProducerId hands out from.
     producer_ids: tokio::sync::Mutex<producer_ids::ProducerIdPool>,
     /// This broker's series in `config.metrics` (bytes and records, ISR changes, partition
@@ -373,6 +376,7 @@ impl Broker {
                 producer_ids: tokio::sync::Mutex::default(),
                 coordinator: crate::coordinator::GroupCoordinator::new(group_settings),
                 txn_coordinator: crate::txn_coordinator::TxnCoordinator::default(),
+                peers: peers::PeerClients::default(),
                 metrics,
                 request_metrics,
                 offline_dirs: Mutex::new(offline),

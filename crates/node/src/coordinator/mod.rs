@@ -552,82 +552,71 @@ impl Broker {
 /// Offsets in a transactional batch (TxnOffsetCommit) wait for their producer's marker: a
 /// COMMIT applies them, an ABORT drops them, and those still open at the end are pending.
 fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<String, Group>> {
-    let log = partition.lock_log().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut offsets: BTreeMap<(String, String, i32), Option<OffsetValue>> = BTreeMap::new();
     let mut groups: BTreeMap<String, Option<records::GroupValue>> = BTreeMap::new();
     type PendingOffsets = BTreeMap<(String, String, i32), OffsetValue>;
     let mut pending: BTreeMap<i64, PendingOffsets> = BTreeMap::new();
-    let mut at = log.log_start_offset();
-    let end = log.log_end_offset();
-    while at < end {
-        let data = log.read(at, 1 << 20, None, true)?;
-        let Some(last) = data.last_offset else {
-            break;
-        };
-        for batch in keel_log::batch::BatchIter::new(&data.records) {
-            let batch = batch?;
-            let header = batch.header;
-            if header.is_control() {
-                if let Ok(Some(marker)) = keel_log::EndTxnMarker::parse(batch.bytes, &header) {
-                    if let Some(settled) = pending.remove(&header.producer_id) {
-                        if marker.kind == keel_log::ControlType::Commit {
-                            offsets.extend(settled.into_iter().map(|(k, v)| (k, Some(v))));
-                        }
+    scan_log(partition, |batch| {
+        let header = batch.header;
+        if header.is_control() {
+            if let Ok(Some(marker)) = keel_log::EndTxnMarker::parse(batch.bytes, &header) {
+                if let Some(settled) = pending.remove(&header.producer_id) {
+                    if marker.kind == keel_log::ControlType::Commit {
+                        offsets.extend(settled.into_iter().map(|(k, v)| (k, Some(v))));
                     }
                 }
-                continue;
             }
-            let transactional = header.attributes & keel_log::batch::TRANSACTIONAL_ATTRIBUTE != 0;
-            let Some(decoded) = decode_records(batch.bytes) else {
-                warn!(offset = %batch.header.base_offset, "skipping a compressed or malformed batch in __consumer_offsets");
+            return;
+        }
+        let transactional = header.attributes & keel_log::batch::TRANSACTIONAL_ATTRIBUTE != 0;
+        let Some(decoded) = decode_records(batch.bytes) else {
+            warn!(offset = %batch.header.base_offset, "skipping a compressed or malformed batch in __consumer_offsets");
+            return;
+        };
+        for record in decoded {
+            let Some(key) = record.key.as_deref() else {
                 continue;
             };
-            for record in decoded {
-                let Some(key) = record.key.as_deref() else {
+            let skip = |e: records::RecordError| {
+                warn!(offset = record.offset, error = %e, "skipping a record");
+            };
+            let key = match decode_key(key) {
+                Ok(key) => key,
+                Err(e) => {
+                    skip(e);
                     continue;
-                };
-                let skip = |e: records::RecordError| {
-                    warn!(offset = record.offset, error = %e, "skipping a record");
-                };
-                let key = match decode_key(key) {
-                    Ok(key) => key,
-                    Err(e) => {
-                        skip(e);
-                        continue;
+                }
+            };
+            // A null value (tombstone) deletes the key.
+            let null = record.value_is_null;
+            match key {
+                RecordKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                } => match (!null).then(|| decode_offset(&record.value)).transpose() {
+                    Ok(Some(value)) if transactional => {
+                        pending
+                            .entry(header.producer_id)
+                            .or_default()
+                            .insert((group, topic, partition), value);
                     }
-                };
-                // A null value (tombstone) deletes the key.
-                let null = record.value_is_null;
-                match key {
-                    RecordKey::Offset {
-                        group,
-                        topic,
-                        partition,
-                    } => match (!null).then(|| decode_offset(&record.value)).transpose() {
-                        Ok(Some(value)) if transactional => {
-                            pending
-                                .entry(header.producer_id)
-                                .or_default()
-                                .insert((group, topic, partition), value);
-                        }
+                    Ok(value) => {
+                        offsets.insert((group, topic, partition), value);
+                    }
+                    Err(e) => skip(e),
+                },
+                RecordKey::Group { group } => {
+                    match (!null).then(|| decode_group(&record.value)).transpose() {
                         Ok(value) => {
-                            offsets.insert((group, topic, partition), value);
+                            groups.insert(group, value);
                         }
                         Err(e) => skip(e),
-                    },
-                    RecordKey::Group { group } => {
-                        match (!null).then(|| decode_group(&record.value)).transpose() {
-                            Ok(value) => {
-                                groups.insert(group, value);
-                            }
-                            Err(e) => skip(e),
-                        }
                     }
                 }
             }
         }
-        at = Offset(last.0 + 1);
-    }
+    })?;
     let mut out: BTreeMap<String, Group> = BTreeMap::new();
     for (id, value) in groups {
         if let Some(value) = value {
@@ -653,6 +642,28 @@ fn load_groups(partition: &Partition, now_ms: i64) -> anyhow::Result<BTreeMap<St
         }
     }
     Ok(out)
+}
+
+/// Calls `f` with every batch of `partition`'s log, from its log start to its end, in order —
+/// how a coordinator loads the partition it now leads.
+pub(crate) fn scan_log(
+    partition: &Partition,
+    mut f: impl FnMut(&keel_log::batch::BatchView<'_>),
+) -> anyhow::Result<()> {
+    let log = partition.lock_log().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut at = log.log_start_offset();
+    let end = log.log_end_offset();
+    while at < end {
+        let data = log.read(at, 1 << 20, None, true)?;
+        let Some(last) = data.last_offset else {
+            break;
+        };
+        for batch in keel_log::batch::BatchIter::new(&data.records) {
+            f(&batch?);
+        }
+        at = Offset(last.0 + 1);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

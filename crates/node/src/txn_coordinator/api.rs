@@ -216,25 +216,10 @@ impl Broker {
         epoch: i16,
         tp: &TopicPartition,
     ) -> Result<Option<ResponseError>, ResponseError> {
-        let listener = &self.config.inter_broker_listener_name;
-        let (host, port) = self
-            .broker_endpoint_on(leader, listener)
-            .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let client_id = format!("keel-txn-verify-{}", self.node_id());
-        let unavailable = |e: crate::client::ClientError| {
+        let unavailable = |e: anyhow::Error| {
             debug!(leader, error = %e, "cannot verify a transactional write");
             ResponseError::CoordinatorNotAvailable
         };
-        let mut connection = crate::client::Connection::connect(
-            self.inter_broker_network().as_ref(),
-            &format!("{host}:{port}"),
-            &client_id,
-        )
-        .await
-        .map_err(unavailable)?;
-        let version = connection
-            .version(ApiKey::AddPartitionsToTxn, 4, 5)
-            .map_err(unavailable)?;
         let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
             AddPartitionsToTxnTransaction::default()
                 .with_transactional_id(TransactionalId(str_bytes(id)))
@@ -245,8 +230,8 @@ impl Broker {
                     .with_name(TopicName(str_bytes(tp.0.clone())))
                     .with_partitions(vec![tp.1])]),
         ]);
-        let response: AddPartitionsToTxnResponse = connection
-            .call_version(ApiKey::AddPartitionsToTxn, version, &request)
+        let response: AddPartitionsToTxnResponse = self
+            .call_peer(leader, ApiKey::AddPartitionsToTxn, (4, 5), &request)
             .await
             .map_err(unavailable)?;
         if let Some(error) = ResponseError::try_from_code(response.error_code) {

@@ -228,18 +228,6 @@ impl Broker {
         spec: MarkerSpec,
         tps: &[TopicPartition],
     ) -> anyhow::Result<Vec<(TopicPartition, i16)>> {
-        let listener = &self.config.inter_broker_listener_name;
-        let (host, port) = self
-            .broker_endpoint_on(leader, listener)
-            .ok_or_else(|| anyhow::anyhow!("broker {leader} has no {listener} endpoint"))?;
-        let client_id = format!("keel-txn-markers-{}", self.node_id());
-        let mut connection = crate::client::Connection::connect(
-            self.inter_broker_network().as_ref(),
-            &format!("{host}:{port}"),
-            &client_id,
-        )
-        .await?;
-        let version = connection.version(ApiKey::WriteTxnMarkers, 1, 1)?;
         let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, p) in tps {
             topics.entry(topic).or_default().push(*p);
@@ -260,8 +248,8 @@ impl Broker {
                         })
                         .collect(),
                 )]);
-        let response: WriteTxnMarkersResponse = connection
-            .call_version(ApiKey::WriteTxnMarkers, version, &request)
+        let response: WriteTxnMarkersResponse = self
+            .call_peer(leader, ApiKey::WriteTxnMarkers, (1, 1), &request)
             .await?;
         let mut results = Vec::new();
         for marker in response.markers {

@@ -32,7 +32,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use keel_log::plain_batch::{build_keyed_batch, decode_records};
-use keel_log::Offset;
 use keel_replication::{Acks, ErrorCode};
 use keel_wire::ResponseError;
 use tracing::{info, warn};
@@ -459,47 +458,36 @@ pub struct TxnWork {
 /// transactional id wins, a tombstone deletes. A record that does not decode is skipped with a
 /// warning (never a reason to stop coordinating the others).
 fn load_txns(partition: &Partition) -> anyhow::Result<BTreeMap<String, TxnMetadata>> {
-    let log = partition.lock_log().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut latest: BTreeMap<String, Option<state::TxnValue>> = BTreeMap::new();
-    let mut at = log.log_start_offset();
-    let end = log.log_end_offset();
-    while at < end {
-        let data = log.read(at, 1 << 20, None, true)?;
-        let Some(last) = data.last_offset else {
-            break;
+    crate::coordinator::scan_log(partition, |batch| {
+        let Some(decoded) = decode_records(batch.bytes) else {
+            warn!(offset = %batch.header.base_offset,
+                "skipping a compressed or malformed batch in {TRANSACTION_STATE_TOPIC}");
+            return;
         };
-        for batch in keel_log::batch::BatchIter::new(&data.records) {
-            let batch = batch?;
-            let Some(decoded) = decode_records(batch.bytes) else {
-                warn!(offset = %batch.header.base_offset,
-                    "skipping a compressed or malformed batch in {TRANSACTION_STATE_TOPIC}");
+        for record in decoded {
+            let Some(key) = record.key.as_deref() else {
                 continue;
             };
-            for record in decoded {
-                let Some(key) = record.key.as_deref() else {
-                    continue;
-                };
-                let id = match records::decode_key(key) {
-                    Ok(id) => id,
-                    Err(e) => {
-                        warn!(offset = record.offset, error = %e, "skipping a record");
-                        continue;
-                    }
-                };
-                if record.value_is_null {
-                    latest.insert(id, None);
+            let id = match records::decode_key(key) {
+                Ok(id) => id,
+                Err(e) => {
+                    warn!(offset = record.offset, error = %e, "skipping a record");
                     continue;
                 }
-                match records::decode_value(&record.value) {
-                    Ok(value) => {
-                        latest.insert(id, Some(value));
-                    }
-                    Err(e) => warn!(offset = record.offset, error = %e, "skipping a record"),
+            };
+            if record.value_is_null {
+                latest.insert(id, None);
+                continue;
+            }
+            match records::decode_value(&record.value) {
+                Ok(value) => {
+                    latest.insert(id, Some(value));
                 }
+                Err(e) => warn!(offset = record.offset, error = %e, "skipping a record"),
             }
         }
-        at = Offset(last.0 + 1);
-    }
+    })?;
     Ok(latest
         .into_iter()
         .filter_map(|(id, v)| v.map(|v| (id.clone(), TxnMetadata::from_value(&id, &v))))
