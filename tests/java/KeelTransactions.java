@@ -27,7 +27,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * 1. A transactional producer writes 20 transactions of 10 records over three partitions,
  *    committing the even ones and aborting the odd ones (each flushed first, so the aborted
  *    records are in the log); a read_committed consumer reads exactly the committed records, each
- *    partition in order, and a read_uncommitted one reads all 200.
+ *    partition in order, and a read_uncommitted one reads all 200. The producer uses
+ *    transactions v2 (Keel finalizes transaction.version=2): DescribeTransactions shows its epoch
+ *    bumped by every transaction end.
  * 2. Consume-transform-produce with sendOffsetsToTransaction: 100 input records processed in
  *    rounds of 10, every third round aborted and redone; the output holds each input once and
  *    the group's committed offset ends at 100.
@@ -48,7 +50,8 @@ public final class KeelTransactions {
                     new NewTopic(etl, 1, rf))).all().get();
         }
         Map<Integer, List<String>> committed = new HashMap<>();
-        try (KafkaProducer<String, String> p = producer(bootstrap, "keel-java-txn-" + suffix)) {
+        String txnId = "keel-java-txn-" + suffix;
+        try (KafkaProducer<String, String> p = producer(bootstrap, txnId)) {
             p.initTransactions();
             for (int t = 0; t < 20; t++) {
                 p.beginTransaction();
@@ -72,6 +75,11 @@ public final class KeelTransactions {
         check(seen.equals(committed), "read_committed saw " + seen + " instead of " + committed);
         int all = readAll(bootstrap, out, 3, "read_uncommitted").values().stream().mapToInt(List::size).sum();
         check(all == 200, "read_uncommitted saw " + all + " records instead of 200");
+        try (Admin admin = Admin.create(a)) {
+            // Transactions v2 (KIP-890, finalized by Keel): every transaction end bumps the epoch.
+            int epoch = admin.describeTransactions(List.of(txnId)).description(txnId).get().producerEpoch();
+            check(epoch >= 20, "the producer used transactions v1: epoch " + epoch + " after 20 transactions");
+        }
 
         try (KafkaProducer<String, String> plain = new KafkaProducer<>(plainProps(bootstrap))) {
             for (int i = 0; i < 100; i++) {

@@ -148,7 +148,8 @@ pub use controller::{
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
     LostReplica, LostReplicaReason, Output, ProducerIdBlock, QuotaAlteration,
     RegisterBrokerRequest, RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
-    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
+    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE, TRANSACTION_VERSION_FEATURE,
+    TRANSACTION_VERSION_MAX,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

@@ -13,6 +13,7 @@
 
 mod acls;
 mod elections;
+mod features;
 mod membership;
 mod partitions;
 mod producer_ids;
@@ -22,6 +23,7 @@ mod scram;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use elections::{ElectionOutcome, ElectionResult, ElectionType};
+pub use features::{TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MAX};
 pub use membership::{
     HeartbeatRequest, HeartbeatResponse, LostReplica, LostReplicaReason, RegisterBrokerRequest,
     RegisterBrokerResponse, LOST_REPLICAS_PER_HEARTBEAT_MAX,

@@ -457,7 +457,8 @@ impl ControllerState {
         self.execute(started.commands);
         self.write_bootstrap()?;
         self.abandon_pending()?;
-        self.apply_elr_default()
+        self.apply_elr_default()?;
+        self.apply_transaction_version_default()
     }
 
     /// The bootstrap records, first of all on a metadata log that never had a record (the
@@ -505,6 +506,23 @@ impl ControllerState {
         })? {
             Ok(()) => info!("eligible.leader.replicas.enable=false: the cluster runs Kafka's classic ISR rules (no ELR)"),
             Err(e) => warn!(error = %e.message, "cannot apply eligible.leader.replicas.enable=false"),
+        }
+        Ok(())
+    }
+}
+
+impl ControllerState {
+    /// A cluster whose metadata never set `transaction.version` finalizes Keel's highest
+    /// (KIP-890's transactions v2), as `kafka-storage format` does for a new Kafka 4.x cluster.
+    fn apply_transaction_version_default(&mut self) -> Result<(), ControllerStateError> {
+        use keel_controller::{TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MAX};
+        if let Ok(true) = self.commit(|c, now_ms| {
+            c.finalize_feature_default(TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MAX, now_ms)
+        }) {
+            info!(
+                level = TRANSACTION_VERSION_MAX,
+                "finalized {TRANSACTION_VERSION_FEATURE}"
+            );
         }
         Ok(())
     }

@@ -120,7 +120,7 @@ async fn answer(
     };
     let bytes = match request.body {
         Request::ApiVersions(_) => {
-            let body = api_versions::handle();
+            let body = api_versions::handle(broker);
             broker.refusals.note(key, client, peer, &body);
             body.encode_response(key, version, correlation_id)?
         }

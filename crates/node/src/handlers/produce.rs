@@ -139,6 +139,7 @@ pub async fn handle(
     let txn = Txn {
         id: txn_id.as_deref(),
         knows_abortable: version >= TRANSACTION_ABORTABLE_MIN_VERSION,
+        adds_partitions: version >= TRANSACTION_V2_MIN_VERSION,
     };
     for topic in request.topic_data {
         // v13+ names topics by id.
@@ -278,15 +279,21 @@ fn response_error(code: ErrorCode) -> ResponseError {
     ResponseError::try_from_code(code.code()).unwrap_or(ResponseError::UnknownServerError)
 }
 
-/// The request's transactional id, and whether its version knows `TRANSACTION_ABORTABLE`.
+/// The request's transactional id; whether its version knows `TRANSACTION_ABORTABLE`; whether
+/// its client uses transactions v2 (the leader adds partitions to the transaction).
 #[derive(Clone, Copy)]
 struct Txn<'a> {
     id: Option<&'a str>,
     knows_abortable: bool,
+    adds_partitions: bool,
 }
 
 /// The first Produce version whose clients know `TRANSACTION_ABORTABLE` (KIP-890).
 const TRANSACTION_ABORTABLE_MIN_VERSION: i16 = 11;
+/// The first Produce version of transactions v2 (KIP-890 part 2): its client sends no
+/// AddPartitionsToTxn, the leader adds the partition (Kafka's
+/// `ProduceRequest.LAST_BEFORE_TRANSACTION_V2_VERSION` is 11).
+const TRANSACTION_V2_MIN_VERSION: i16 = 12;
 
 async fn append(
     broker: &Arc<Broker>,
@@ -443,7 +450,13 @@ async fn verify_transaction(
     }
     let tp = (partition.tp.topic.clone(), partition.tp.partition);
     broker
-        .verify_txn_partition(id, header.producer_id, header.producer_epoch, &tp)
+        .verify_txn_partition(
+            id,
+            header.producer_id,
+            header.producer_epoch,
+            &tp,
+            txn.adds_partitions,
+        )
         .await
         .map_err(|e| {
             let error = super::txn::verification_error(e, txn.knows_abortable);

@@ -44,6 +44,8 @@ use crate::txn_coordinator::state::TopicPartition;
 const BROKER_ADD_PARTITIONS_MIN_VERSION: i16 = 4;
 /// The first EndTxn version of transactions v2 (KIP-890 part 2).
 const END_TXN_V2_MIN_VERSION: i16 = 5;
+/// The first TxnOffsetCommit version of transactions v2: it adds the group's partition itself.
+const TXN_OFFSET_COMMIT_V2_MIN_VERSION: i16 = 5;
 
 fn valid_id(id: &str) -> Result<(), ResponseError> {
     if id.is_empty() || id.len() > MAX_TRANSACTIONAL_ID_BYTES {
@@ -438,8 +440,10 @@ async fn commit_txn_offsets(
     let tp = (OFFSETS_TOPIC.to_string(), scope.index);
     let id = request.transactional_id.to_string();
     let (producer_id, epoch) = (request.producer_id.0, request.producer_epoch);
+    // v5+ (transactions v2) sends no AddOffsetsToTxn: the group's partition is added here.
+    let add = version >= TXN_OFFSET_COMMIT_V2_MIN_VERSION;
     if let Err(e) = broker
-        .verify_txn_partition(&id, producer_id, epoch, &tp)
+        .verify_txn_partition(&id, producer_id, epoch, &tp, add)
         .await
     {
         return Some(verification_error(e, version >= 4));

@@ -174,15 +174,18 @@ impl Broker {
         }
     }
 
-    /// KIP-890 part 1, on a partition leader: is `tp` part of `id`'s ongoing transaction at
-    /// `producer_id` / `epoch`? Asked of the coordinator (this broker, or another over
-    /// AddPartitionsToTxn v4 `VerifyOnly`).
+    /// On a partition leader, before a producer's first transactional write there: KIP-890
+    /// part 1 (`add` false) asks whether `tp` is part of `id`'s ongoing transaction at
+    /// `producer_id` / `epoch`; part 2 (`add` true, transactions v2 clients, which send no
+    /// AddPartitionsToTxn themselves) adds it. Asked of the coordinator: this broker, or
+    /// another over AddPartitionsToTxn v4+ (`VerifyOnly` = !add).
     pub async fn verify_txn_partition(
         &self,
         id: &str,
         producer_id: i64,
         epoch: i16,
         tp: &TopicPartition,
+        add: bool,
     ) -> Result<(), ResponseError> {
         let topic = self
             .topic(TRANSACTION_STATE_TOPIC)
@@ -194,12 +197,17 @@ impl Broker {
             .find(|p| p.index == index)
             .and_then(|p| p.leader)
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        let answer = if leader == self.node_id() {
+        let answer = if leader == self.node_id() && add {
+            let set = BTreeSet::from([tp.clone()]);
+            self.txn_add_partitions(id, producer_id, epoch, &set)
+                .await
+                .err()
+        } else if leader == self.node_id() {
             self.txn_verify_here(id, producer_id, epoch, std::slice::from_ref(tp))?
                 .pop()
                 .flatten()
         } else {
-            self.verify_remotely(leader, id, producer_id, epoch, tp)
+            self.verify_remotely(leader, id, producer_id, epoch, tp, add)
                 .await?
         };
         match answer {
@@ -215,6 +223,7 @@ impl Broker {
         producer_id: i64,
         epoch: i16,
         tp: &TopicPartition,
+        add: bool,
     ) -> Result<Option<ResponseError>, ResponseError> {
         let unavailable = |e: anyhow::Error| {
             debug!(leader, error = %e, "cannot verify a transactional write");
@@ -225,13 +234,18 @@ impl Broker {
                 .with_transactional_id(TransactionalId(str_bytes(id)))
                 .with_producer_id(ProducerId(producer_id))
                 .with_producer_epoch(epoch)
-                .with_verify_only(true)
+                .with_verify_only(!add)
                 .with_topics(vec![AddPartitionsToTxnTopic::default()
                     .with_name(TopicName(str_bytes(tp.0.clone())))
                     .with_partitions(vec![tp.1])]),
         ]);
         let response: AddPartitionsToTxnResponse = self
-            .call_peer(leader, ApiKey::AddPartitionsToTxn, (4, 5), &request)
+            .call_peer(
+                leader,
+                ApiKey::AddPartitionsToTxn,
+                (if add { 5 } else { 4 }, 5),
+                &request,
+            )
             .await
             .map_err(unavailable)?;
         if let Some(error) = ResponseError::try_from_code(response.error_code) {

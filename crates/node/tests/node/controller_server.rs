@@ -262,9 +262,10 @@ async fn brokers_register_unfence_create_a_topic_and_follow_the_log() {
     );
 
     let epochs = three_live_brokers(&mut conn).await;
+    // Offset 0 is the `transaction.version` FeatureLevelRecord the controller finalizes first.
     assert_eq!(
         epochs,
-        vec![0, 1, 2],
+        vec![1, 2, 3],
         "epoch = offset of the RegisterBroker record"
     );
     let created = create_topic(&mut conn, "orders", 1, 3).await;
@@ -517,7 +518,10 @@ async fn long_poll_fetch_wakes_on_commit() {
     let mut admin = connect(running.addr).await;
     assert_eq!(register(&mut admin, 1, -1).await.error_code, 0);
     let (_, end) = fetch_records(&mut follower, 0).await;
-    assert_eq!(end, 1);
+    assert_eq!(
+        end, 2,
+        "the finalized transaction.version, then the registration"
+    );
 
     let started = Instant::now();
     let poll = tokio::spawn(async move {
@@ -536,7 +540,7 @@ async fn long_poll_fetch_wakes_on_commit() {
         "woken by the commit, not the timeout"
     );
     let partition = &response.responses[0].partitions[0];
-    assert_eq!(partition.high_watermark, 2);
+    assert_eq!(partition.high_watermark, 3);
     let records = decode_metadata_batches(
         partition.records.as_deref().unwrap_or_default(),
         MetadataOffset(end),
@@ -549,7 +553,7 @@ async fn long_poll_fetch_wakes_on_commit() {
     // error: a broker may have fetched from a controller further ahead; it waits (here MinBytes
     // 0 answers at once, empty, with the high watermark). Negative offsets are out of range.
     let response: FetchResponse = admin
-        .call_version(ApiKey::Fetch, 12, &metadata_fetch(2, 20_000, 0))
+        .call_version(ApiKey::Fetch, 12, &metadata_fetch(3, 20_000, 0))
         .await
         .unwrap();
     assert!(response.responses[0].partitions[0]
@@ -563,7 +567,7 @@ async fn long_poll_fetch_wakes_on_commit() {
     let partition = &response.responses[0].partitions[0];
     assert_eq!(partition.error_code, 0);
     assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
-    assert_eq!(partition.high_watermark, 2);
+    assert_eq!(partition.high_watermark, 3);
     assert!(partition.current_leader.leader_epoch >= 1, "the Raft term");
     let response: FetchResponse = admin
         .call_version(ApiKey::Fetch, 12, &metadata_fetch(-5, 0, 0))
