@@ -15,7 +15,8 @@ from kafka.protocol.admin.configs import ListConfigResourcesRequest, ListConfigR
 from kafka.protocol.admin.groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.admin.topics import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
                                          CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse)
-from kafka.protocol.admin.transactions import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeProducersResponse,
+                                               DescribeTransactionsRequest, DescribeTransactionsResponse)
 from kafka.protocol.consumer.offsets import ListOffsetsRequest, ListOffsetsResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -35,6 +36,7 @@ RESPONSES = {
     DescribeClusterRequest: DescribeClusterResponse,
     DescribeGroupsRequest: DescribeGroupsResponse,
     DescribeProducersRequest: DescribeProducersResponse,
+    DescribeTransactionsRequest: DescribeTransactionsResponse,
     DescribeUserScramCredentialsRequest: DescribeUserScramCredentialsResponse,
     FindCoordinatorRequest: FindCoordinatorResponse,
     ListConfigResourcesRequest: ListConfigResourcesResponse,

@@ -517,9 +517,10 @@ def describe_configs_v3(conn: RawConnection, resource_type: int, name: str, keys
     return answer
 
 
-def init_producer_id_v0(conn: RawConnection, transactional_id: str | None = None) -> tuple[int, int, int]:
+def init_producer_id_v0(conn: RawConnection, transactional_id: str | None = None,
+                        timeout_ms: int = 60_000) -> tuple[int, int, int]:
     """InitProducerId v0; returns (error_code, producer_id, producer_epoch)."""
-    body = Writer().string(transactional_id).int32(60_000).getvalue()
+    body = Writer().string(transactional_id).int32(timeout_ms).getvalue()
     r = conn.call(API_INIT_PRODUCER_ID, 0, body)
     r.int32()  # throttle time
     return r.int16(), r.int64(), r.int16()

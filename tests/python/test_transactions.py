@@ -19,6 +19,7 @@ from clients import CONFLUENT_CONSUMER, RDKAFKA_LOG, create_topic, unique_topic
 
 TS = 1_700_000_000_000
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
+INVALID_TRANSACTION_TIMEOUT = 50
 TIMEOUT_S = 60.0
 
 
@@ -377,3 +378,61 @@ def test_kafka_streams_exactly_once_v2_word_count_survives_a_broker_kill9(cluste
         for key, value in records:
             latest[key.decode()] = int.from_bytes(value, "big", signed=True)
     assert latest == dict(expected), {w: (latest.get(w), n) for w, n in expected.items() if latest.get(w) != n}
+
+
+def test_the_coordinator_aborts_a_transaction_past_its_timeout_and_expires_idle_ids(start_broker):
+    """A producer opens a transaction with transaction.timeout.ms=2000 and goes silent: the
+    coordinator aborts it (checked every 500 ms here) with a bumped epoch, so read_committed
+    readers move past it and the producer's late commit is refused. A transactional id idle past
+    transactional.id.expiration.ms is removed (DescribeTransactions: TRANSACTIONAL_ID_NOT_FOUND).
+    A timeout above transaction.max.timeout.ms is INVALID_TRANSACTION_TIMEOUT."""
+    b = start_broker("txn-timeout", overrides={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "500",
+        "transactional.id.expiration.ms": "3000",
+        "transaction.max.timeout.ms": "60000",
+    })
+    topic = unique_topic("txn-timeout")
+    create_topic(b.bootstrap, topic, 1)
+    slow_id = unique_topic("txn-slow")
+    slow = txn_producer(b.bootstrap, slow_id, **{"transaction.timeout.ms": 2000})
+    slow.begin_transaction()
+    slow.produce(topic, value=b"abandoned", partition=0)
+    slow.flush(TIMEOUT_S)
+    other = txn_producer(b.bootstrap, unique_topic("txn-other"))
+    other.begin_transaction()
+    other.produce(topic, value=b"later", partition=0)
+    other.commit_transaction(TIMEOUT_S)
+    assert read_all(b.bootstrap, topic, [0], "read_committed") == {0: []}
+    deadline = time.monotonic() + 30
+    while read_all(b.bootstrap, topic, [0], "read_committed") != {0: [b"later"]}:
+        assert time.monotonic() < deadline, "the timed-out transaction was never aborted"
+        time.sleep(0.5)
+    refused = False
+    try:
+        slow.commit_transaction(10)
+    except ck.KafkaException:
+        refused = True
+    assert refused, "the producer of an aborted transaction cannot commit it"
+
+    idle_id = unique_topic("txn-idle")
+    idle = txn_producer(b.bootstrap, idle_id)
+    idle.begin_transaction()
+    idle.produce(topic, value=b"x", partition=0)
+    idle.commit_transaction(TIMEOUT_S)
+    with w.RawConnection.to(b.bootstrap) as conn:
+        assert w.init_producer_id_v0(conn, transactional_id=unique_topic("txn-long"),
+                                     timeout_ms=60_001)[0] == INVALID_TRANSACTION_TIMEOUT
+    from kafka_messages import MessageConnection
+    from kafka.protocol.admin.transactions import DescribeTransactionsRequest
+
+    def described_error() -> int:
+        with MessageConnection(b.bootstrap) as conn:
+            r = conn.call(DescribeTransactionsRequest, 0, transactional_ids=[idle_id])
+        return r.transaction_states[0].error_code
+
+    assert described_error() == 0
+    deadline = time.monotonic() + 30
+    while described_error() != 105:  # TRANSACTIONAL_ID_NOT_FOUND
+        assert time.monotonic() < deadline, "the idle transactional id never expired"
+        time.sleep(0.5)
