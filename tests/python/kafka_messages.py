@@ -22,6 +22,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersions
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from kafka.protocol.admin.users import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
                                         DescribeUserScramCredentialsRequest,
                                         DescribeUserScramCredentialsResponse)
@@ -43,6 +44,7 @@ RESPONSES = {
     ListOffsetsRequest: ListOffsetsResponse,
     MetadataRequest: MetadataResponse,
     ProduceRequest: ProduceResponse,
+    InitProducerIdRequest: InitProducerIdResponse,
 }
 RECV_TIMEOUT_S = 30.0
 FRAME_MAX_BYTES = 64 * 1024 * 1024

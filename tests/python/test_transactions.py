@@ -436,3 +436,19 @@ def test_the_coordinator_aborts_a_transaction_past_its_timeout_and_expires_idle_
     while described_error() != 105:  # TRANSACTIONAL_ID_NOT_FOUND
         assert time.monotonic() < deadline, "the idle transactional id never expired"
         time.sleep(0.5)
+
+
+def test_a_transactional_id_too_long_for_the_log_is_refused(broker):
+    """InitProducerId v4 (compact strings) with a 40,000-byte transactional id — longer than the
+    i16-length key `__transaction_state` stores — is INVALID_REQUEST, and the broker serves on."""
+    from kafka_messages import MessageConnection
+    from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+    txn_producer(broker.bootstrap, unique_topic("txn-long-init")).flush(1)  # the topic exists
+    with MessageConnection(broker.bootstrap) as conn:
+        r = conn.call(InitProducerIdRequest, 4, transactional_id="t" * 40_000, transaction_timeout_ms=60_000,
+                      producer_id=-1, producer_epoch=-1)
+    assert r.error_code == 42, r  # INVALID_REQUEST
+    p = txn_producer(broker.bootstrap, unique_topic("txn-after-long"))
+    p.begin_transaction()
+    p.abort_transaction(TIMEOUT_S)

@@ -6,9 +6,9 @@
 //! is answered with a fresh id).
 //!
 //! With one (transactional producers, asked of the id's transaction coordinator): WRITE on the
-//! transactional id; an empty id is `INVALID_REQUEST`; `transaction.timeout.ms` outside
-//! `1..=transaction.max.timeout.ms` is `INVALID_TRANSACTION_TIMEOUT`; then the coordinator's
-//! answer ([`Broker::txn_init_producer_id`]): the id's producer id with its epoch bumped,
+//! transactional id; an empty id, or one longer than 32767 bytes, is `INVALID_REQUEST`;
+//! `transaction.timeout.ms` outside `1..=transaction.max.timeout.ms` is
+//! `INVALID_TRANSACTION_TIMEOUT`; then the coordinator's answer ([`Broker::txn_init_producer_id`]): the id's producer id with its epoch bumped,
 //! fencing the previous producer (`PRODUCER_FENCED` for it from then on), after aborting any
 //! transaction it left open (`CONCURRENT_TRANSACTIONS` meanwhile: the client retries). A
 //! producer that already had an id and epoch sends them (v3+, KIP-360) and gets the same
@@ -45,7 +45,10 @@ pub async fn handle(
         if !authz.allows(AclOperation::Write, ResourceType::TransactionalId, &id.0) {
             return refused(ResponseError::TransactionalIdAuthorizationFailed);
         }
-        if id.0.is_empty() {
+        // Flexible versions carry longer strings than `__transaction_state`'s key can hold.
+        if id.0.is_empty()
+            || id.0.len() > crate::txn_coordinator::records::MAX_TRANSACTIONAL_ID_BYTES
+        {
             return refused(ResponseError::InvalidRequest);
         }
         let max = broker.config.transactions.max_timeout_ms;
