@@ -371,10 +371,11 @@ class BackgroundProducer:
 
 
 class HighWatermarkWatcher:
-    """A thread that asks the partition leaders for the high watermark of every partition
+    """Threads that ask the partition leaders for the high watermark of every partition
     (ListOffsets latest via confluent-kafka `get_watermark_offsets`, uncached, read_uncommitted)
-    over and over until `stop()`. `samples[p]` lists (time.monotonic(), high watermark); failed
-    queries (no leader, leader moving, OFFSET_NOT_AVAILABLE, ...) are counted in `failures`."""
+    over and over until `stop()`, one thread per partition. `samples[p]` lists
+    (time.monotonic(), high watermark); failed queries (no leader, leader moving,
+    OFFSET_NOT_AVAILABLE, ...) are counted in `failures`."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, interval_s: float = 0.02) -> None:
         self.topic, self.partitions, self.interval_s = topic, partitions, interval_s
@@ -382,6 +383,7 @@ class HighWatermarkWatcher:
         self.samples: dict[int, list[tuple[float, int]]] = {p: [] for p in range(partitions)}
         self.failures: dict[str, int] = defaultdict(int)
         self.crash: BaseException | None = None
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"hwm-{topic}", daemon=True)
 
@@ -398,24 +400,38 @@ class HighWatermarkWatcher:
             self._thread.join(30)
 
     def _run(self) -> None:
+        # One thread per partition: a query that waits out its timeout on a dead leader holds
+        # up only its own partition's samples.
         try:
             consumer = confluent_consumer(self.bootstrap, {"isolation.level": "read_uncommitted"})
             try:
-                while not self._stop.is_set():
-                    for p in range(self.partitions):
-                        try:
-                            _, hi = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=2,
-                                                                   cached=False)
-                        except ck.KafkaException as e:
-                            self.failures[e.args[0].name()] += 1
-                            continue
-                        if hi < 0:  # librdkafka's "no offset" sentinel
-                            self.failures[f"high watermark {hi}"] += 1
-                            continue
-                        self.samples[p].append((time.monotonic(), hi))
-                    self._stop.wait(self.interval_s)
+                pollers = [threading.Thread(target=self._poll, args=(consumer, p), daemon=True,
+                                            name=f"hwm-{self.topic}-{p}") for p in range(self.partitions)]
+                for t in pollers:
+                    t.start()
+                for t in pollers:
+                    t.join()
             finally:
                 consumer.close()
+        except BaseException as e:  # noqa: BLE001 - surfaced by the test
+            self.crash = e
+
+    def _poll(self, consumer: ck.Consumer, p: int) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    _, hi = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=2,
+                                                           cached=False)
+                except ck.KafkaException as e:
+                    with self._lock:
+                        self.failures[e.args[0].name()] += 1
+                    continue
+                if hi < 0:  # librdkafka's "no offset" sentinel
+                    with self._lock:
+                        self.failures[f"high watermark {hi}"] += 1
+                    continue
+                self.samples[p].append((time.monotonic(), hi))
+                self._stop.wait(self.interval_s)
         except BaseException as e:  # noqa: BLE001 - surfaced by the test
             self.crash = e
 
