@@ -69,6 +69,8 @@ pub struct Oracle {
     pub violations: Vec<ClientViolation>,
     /// Produce requests that were not acknowledged (errors or timeouts).
     pub failed_produces: u64,
+    /// What transactional producers and read_committed consumers were told.
+    pub txns: crate::txn::TxnOracle,
     next_value: u64,
 }
 
@@ -122,6 +124,25 @@ impl Client {
         }
     }
 
+    /// World time, microseconds.
+    pub(crate) fn now(&self) -> u64 {
+        (self.now_us)()
+    }
+
+    /// The ids of the brokers in the bootstrap list.
+    pub(crate) fn broker_ids(&self) -> Vec<i32> {
+        self.bootstrap.iter().map(|(id, _)| *id).collect()
+    }
+
+    pub(crate) fn oracle(&self) -> &SharedOracle {
+        &self.oracle
+    }
+
+    /// Forgets the leader of `tp` (it is looked up again before the next request).
+    pub(crate) fn forget_leader(&mut self, tp: &Tp) {
+        self.leaders.remove(tp);
+    }
+
     async fn connection(&mut self, broker: i32) -> Option<&mut Connection<BoxStream>> {
         if !self.connections.contains_key(&broker) {
             let addr = self
@@ -147,7 +168,7 @@ impl Client {
     }
 
     /// Sends a request to `broker`; on any failure the connection is dropped.
-    async fn call<Req, Resp>(
+    pub(crate) async fn call<Req, Resp>(
         &mut self,
         broker: i32,
         api_key: ApiKey,
@@ -212,7 +233,7 @@ impl Client {
         Some(leader)
     }
 
-    async fn leader(&mut self, tp: &Tp) -> Option<i32> {
+    pub(crate) async fn leader(&mut self, tp: &Tp) -> Option<i32> {
         match self.leaders.get(tp) {
             Some(l) => Some(*l),
             None => self.refresh_leader(tp).await,

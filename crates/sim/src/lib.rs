@@ -20,4 +20,5 @@ pub mod scenario;
 pub mod search;
 pub mod sim;
 pub mod trace;
+pub mod txn;
 pub mod world;

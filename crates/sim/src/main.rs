@@ -284,10 +284,13 @@ fn search_cmd(
             }
             match result {
                 Ok(o) if o.failures.is_empty() => println!(
-                    "seed {seed}: ok ({} faults, {} of the disk, {} acks=all records, {} steps, {:.1}s, trace {:016x}) {}",
+                    "seed {seed}: ok ({} faults, {} of the disk, {} acks=all records, {}{} steps, {:.1}s, trace {:016x}) {}",
                     o.faults,
                     o.disk_faults,
                     o.acked,
+                    o.txns.map_or(String::new(), |(c, a, u, read)| format!(
+                        "{c} transactions committed, {a} aborted, {u} undecided by their producer, {read} records read committed, "
+                    )),
                     o.steps,
                     o.wall.as_secs_f64(),
                     o.trace_hash,

@@ -4,11 +4,13 @@
 use std::time::Duration;
 
 use crate::checkers::newest_image;
+use crate::client::lock;
 use crate::scenario::{
     Acks, Cmp, Condition, ConfigResource, Expectation, Mode as ScenarioMode, Node, Scenario, Step,
-    Tp,
+    Tp, TxnOutcome, TxnStepEnd,
 };
 use crate::sim::{partition_state, Sim, TopicPlan};
+use crate::txn::TxnError;
 use crate::world::{broker_host, Mode, World, WorldConfig};
 
 /// The outcome of one scenario in one mode.
@@ -248,6 +250,15 @@ pub fn run(scenario: &Scenario, mode: Mode, seed: u64, verbose: bool) -> Outcome
         }
     }
     if outcome.failure.is_none() {
+        // Every transaction decided (the coordinator aborts what was left open when it times
+        // out), every partition it wrote read with read_committed, and checked.
+        let limit =
+            Duration::from_millis(crate::txn::TXN_TIMEOUT_MS as u64) + Duration::from_secs(50);
+        if let Err(e) = sim.settle_transactions(limit) {
+            outcome.failure = Some(format!("at the end: {e:#}"));
+        }
+    }
+    if outcome.failure.is_none() {
         sim.check(true);
         if let Some(f) = sim.failures().first() {
             outcome.failure = Some(format!(
@@ -295,6 +306,21 @@ pub fn run(scenario: &Scenario, mode: Mode, seed: u64, verbose: bool) -> Outcome
         }
     }
     outcome
+}
+
+/// Whether a transactional step ended as the scenario expects.
+fn txn_expected(outcome: Result<(), TxnError>, expect: TxnOutcome) -> Result<(), String> {
+    match (expect, outcome) {
+        (TxnOutcome::Ok, Ok(())) => Ok(()),
+        (TxnOutcome::Fenced, Err(TxnError::Fenced(_))) => Ok(()),
+        (TxnOutcome::Failed, Err(_)) => Ok(()),
+        (_, Ok(())) => Err(format!(
+            "the transactional producer succeeded; expected {expect}"
+        )),
+        (_, Err(e)) => Err(format!(
+            "the transactional producer failed: {e}; expected {expect}"
+        )),
+    }
 }
 
 fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
@@ -448,6 +474,30 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             .map(|_| ())
             .map_err(err),
         Step::Consume(tp) => sim.consume(&tp_of(tp)).map(|_| ()).map_err(err),
+        Step::ConsumeCommitted(tp) => match sim.consume_committed(&tp_of(tp)).map_err(err)? {
+            Some(_) => Ok(()),
+            None => Err(format!("{tp} could not be read within 15 s")),
+        },
+        Step::Txn {
+            id,
+            tps,
+            count,
+            end,
+            expect,
+        } => {
+            let end = match end {
+                TxnStepEnd::Commit => Some(true),
+                TxnStepEnd::Abort => Some(false),
+                TxnStepEnd::Open => None,
+            };
+            let write = Some((tps.iter().map(tp_of).collect(), *count));
+            let outcome = sim.txn(id, write, end).map_err(err)?;
+            txn_expected(outcome, *expect)
+        }
+        Step::TxnEnd { id, commit, expect } => {
+            let outcome = sim.txn(id, None, Some(*commit)).map_err(err)?;
+            txn_expected(outcome, *expect)
+        }
         Step::AlterConfig {
             resource,
             key,
@@ -501,6 +551,14 @@ fn expect(sim: &mut Sim, expectation: &Expectation) -> Result<(), String> {
                 Ok(())
             } else {
                 Err(format!("{lost} acknowledged acks=all records are lost"))
+            }
+        }
+        Expectation::Committed { tp, cmp, count } => {
+            let read = lock(&sim.oracle).txns.read_count(&tp_of(tp));
+            if compare(cmp, read as i64, *count as i64) {
+                Ok(())
+            } else {
+                Err(format!("read_committed consumers read {read} records"))
             }
         }
         Expectation::Acked { tp, cmp, count } => {

@@ -34,6 +34,10 @@ pub const HOLDABLE_APIS: &[(&str, i16)] = &[
     ("AlterPartition", 56),
     ("BrokerRegistration", 62),
     ("BrokerHeartbeat", 63),
+    ("InitProducerId", 22),
+    ("AddPartitionsToTxn", 24),
+    ("EndTxn", 26),
+    ("WriteTxnMarkers", 27),
     // Keel's RPC for KIP-966's Unclean Recovery Manager (controller -> broker).
     (
         "GetReplicaLogInfo",
@@ -293,6 +297,26 @@ pub enum Step {
     },
     /// `consume <tp>`: read the partition from its leader.
     Consume(Tp),
+    /// `consume-committed <tp>`: read the partition from its leader with
+    /// `isolation_level=read_committed`, up to its last stable offset.
+    ConsumeCommitted(Tp),
+    /// `txn <id> <tp>[,<tp>...] [count=<n>] commit|abort|open [expect=<outcome>]`: the
+    /// transactional producer `<id>` (its `transactional.id`; initialized on first use) writes
+    /// `count` records (default 1) to each partition in one transaction, then commits it,
+    /// aborts it, or leaves it open.
+    Txn {
+        id: String,
+        tps: Vec<Tp>,
+        count: u32,
+        end: TxnStepEnd,
+        expect: TxnOutcome,
+    },
+    /// `txn-end <id> commit|abort [expect=<outcome>]`: ends producer `<id>`'s open transaction.
+    TxnEnd {
+        id: String,
+        commit: bool,
+        expect: TxnOutcome,
+    },
     /// `alter-config topic <name> <key>=<value>` / `alter-config cluster <key>=<value>`.
     AlterConfig {
         /// The topic or the cluster.
@@ -483,6 +507,38 @@ pub enum Expectation {
     },
     /// `expect log-dir <broker> <tp> = <i>`: the broker's replica is in log directory `i`.
     LogDir { node: NodeId, tp: Tp, dir: u32 },
+    /// `expect committed <tp> <cmp> <n>`: records read_committed consumers read from the
+    /// partition so far.
+    Committed { tp: Tp, cmp: Cmp, count: u64 },
+}
+
+/// How a `txn` step ends its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnStepEnd {
+    Commit,
+    Abort,
+    /// Left open (for a later `txn-end`, or for the coordinator's timeout).
+    Open,
+}
+
+/// What a `txn` / `txn-end` step expects: `expect=ok` (the default), `expect=fenced` (the
+/// producer is refused with `INVALID_PRODUCER_EPOCH` or `PRODUCER_FENCED`), `expect=failed`
+/// (any refusal or no answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    Ok,
+    Fenced,
+    Failed,
+}
+
+impl fmt::Display for TxnOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TxnOutcome::Ok => "ok",
+            TxnOutcome::Fenced => "fenced",
+            TxnOutcome::Failed => "failed",
+        })
+    }
 }
 
 /// Why a scenario file does not parse.
@@ -960,6 +1016,14 @@ impl Parser {
                 };
                 Step::Consume(self.tp(tp)?)
             }
+            "consume-committed" => {
+                let [tp] = args else {
+                    return Err(arity(args, 1, "consume-committed <topic>/<partition>"));
+                };
+                Step::ConsumeCommitted(self.tp(tp)?)
+            }
+            "txn" => self.txn(args)?,
+            "txn-end" => self.txn_end(args)?,
             "alter-config" => self.alter_config(args)?,
             "expect" => Step::Expect(self.expectation(args)?),
             "corrupt" => self.corrupt(args)?,
@@ -1179,6 +1243,75 @@ impl Parser {
         Ok(Step::Produce { tp, count, acks })
     }
 
+    fn txn(&self, args: &[&str]) -> Res<Step> {
+        const USAGE: &str = "txn <id> <topic>/<partition>[,<topic>/<partition>...] [count=<n>] \
+                             commit|abort|open [expect=ok|fenced|failed]";
+        let [id, tps, rest @ ..] = args else {
+            return Err(format!("incomplete, expected `{USAGE}`"));
+        };
+        let id = transactional_id(id)?;
+        let tps = tps
+            .split(',')
+            .map(|tp| self.tp(tp))
+            .collect::<Res<Vec<Tp>>>()?;
+        if tps.iter().collect::<HashSet<_>>().len() != tps.len() {
+            return Err("a partition is named twice".to_string());
+        }
+        let (mut count, mut end, mut expect) = (1, None, TxnOutcome::Ok);
+        for word in rest {
+            match *word {
+                "commit" | "abort" | "open" if end.is_some() => {
+                    return Err(format!("`{word}`: the transaction's end is given twice"))
+                }
+                "commit" => end = Some(TxnStepEnd::Commit),
+                "abort" => end = Some(TxnStepEnd::Abort),
+                "open" => end = Some(TxnStepEnd::Open),
+                _ => match word.split_once('=') {
+                    Some(("count", value)) => {
+                        count = parse_uint(value, "count")?;
+                        if count == 0 {
+                            return Err("count must be at least 1".to_string());
+                        }
+                    }
+                    Some(("expect", value)) => expect = txn_outcome(value)?,
+                    _ => return Err(format!("unexpected `{word}`, expected `{USAGE}`")),
+                },
+            }
+        }
+        let end = end.ok_or_else(|| format!("missing commit, abort or open: `{USAGE}`"))?;
+        Ok(Step::Txn {
+            id,
+            tps,
+            count,
+            end,
+            expect,
+        })
+    }
+
+    fn txn_end(&self, args: &[&str]) -> Res<Step> {
+        const USAGE: &str = "txn-end <id> commit|abort [expect=ok|fenced|failed]";
+        let (id, commit, expect) = match args {
+            [id, end] => (id, end, TxnOutcome::Ok),
+            [id, end, expect] => {
+                let value = expect
+                    .strip_prefix("expect=")
+                    .ok_or_else(|| format!("unexpected `{expect}`, expected `{USAGE}`"))?;
+                (id, end, txn_outcome(value)?)
+            }
+            _ => return Err(arity(args, 2, USAGE)),
+        };
+        let commit = match *commit {
+            "commit" => true,
+            "abort" => false,
+            other => return Err(format!("expected commit or abort, found `{other}`")),
+        };
+        Ok(Step::TxnEnd {
+            id: transactional_id(id)?,
+            commit,
+            expect,
+        })
+    }
+
     fn alter_config(&self, args: &[&str]) -> Res<Step> {
         const USAGE: &str =
             "alter-config topic <name> <key>=[<value>]` or `alter-config cluster <key>=[<value>]";
@@ -1299,7 +1432,7 @@ impl Parser {
             return Err("incomplete, expected `expect <condition or expectation>`".to_string());
         };
         let expectation = match kind {
-            "lost" | "acked" => {
+            "lost" | "acked" | "committed" => {
                 let [tp, cmp, count] = args else {
                     return Err(arity(
                         args,
@@ -1309,10 +1442,10 @@ impl Parser {
                 };
                 let (tp, cmp) = (self.tp(tp)?, parse_cmp(cmp)?);
                 let count = parse_uint(count, "the count")?;
-                if kind == "lost" {
-                    Expectation::Lost { tp, cmp, count }
-                } else {
-                    Expectation::Acked { tp, cmp, count }
+                match kind {
+                    "lost" => Expectation::Lost { tp, cmp, count },
+                    "acked" => Expectation::Acked { tp, cmp, count },
+                    _ => Expectation::Committed { tp, cmp, count },
                 }
             }
             "quarantined" | "missing" => {
@@ -1482,6 +1615,31 @@ impl Parser {
 }
 
 // ---- lexical helpers ------------------------------------------------------------------------
+
+/// A transactional id of a `txn` step: letters, digits, `.`, `_`, `-`.
+fn transactional_id(word: &str) -> Res<String> {
+    if word.is_empty()
+        || !word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+    {
+        return Err(format!(
+            "`{word}` is not a transactional id (letters, digits, `.`, `_`, `-`)"
+        ));
+    }
+    Ok(word.to_string())
+}
+
+fn txn_outcome(word: &str) -> Res<TxnOutcome> {
+    match word {
+        "ok" => Ok(TxnOutcome::Ok),
+        "fenced" => Ok(TxnOutcome::Fenced),
+        "failed" => Ok(TxnOutcome::Failed),
+        _ => Err(format!(
+            "expect must be ok, fenced or failed, found `{word}`"
+        )),
+    }
+}
 
 /// Splits a leading `keel:` / `classic:` (a token of its own, or glued to the step keyword).
 fn split_mode<'a>(tokens: &[&'a str]) -> Res<(Option<Mode>, Vec<&'a str>)> {
@@ -1760,6 +1918,9 @@ impl fmt::Display for Expectation {
                 count,
             } => write!(f, "missing {node} {tp} {cmp} {count}"),
             Expectation::LogDir { node, tp, dir } => write!(f, "log-dir {node} {tp} = {dir}"),
+            Expectation::Committed { tp, cmp, count } => {
+                write!(f, "committed {tp} {cmp} {count}")
+            }
         }
     }
 }
@@ -1817,6 +1978,31 @@ impl fmt::Display for Step {
                 write!(f, "produce {tp} count={count} acks={acks}")
             }
             Step::Consume(tp) => write!(f, "consume {tp}"),
+            Step::ConsumeCommitted(tp) => write!(f, "consume-committed {tp}"),
+            Step::Txn {
+                id,
+                tps,
+                count,
+                end,
+                expect,
+            } => {
+                let tps: Vec<String> = tps.iter().map(ToString::to_string).collect();
+                let end = match end {
+                    TxnStepEnd::Commit => "commit",
+                    TxnStepEnd::Abort => "abort",
+                    TxnStepEnd::Open => "open",
+                };
+                write!(
+                    f,
+                    "txn {id} {} count={count} {end} expect={expect}",
+                    tps.join(",")
+                )
+            }
+            Step::TxnEnd { id, commit, expect } => write!(
+                f,
+                "txn-end {id} {} expect={expect}",
+                if *commit { "commit" } else { "abort" }
+            ),
             Step::AlterConfig {
                 resource,
                 key,
@@ -2705,6 +2891,77 @@ mod tests {
         assert_eq!(displayed[displayed.len() - 3], "elect t/1 unclean");
         assert_eq!(displayed[displayed.len() - 2], "elect t/0 unclean balanced");
         assert_eq!(displayed[displayed.len() - 1], "elect t/1 leader=2");
+    }
+
+    /// The transaction steps and expectation: parsed, displayed canonically, parsed again;
+    /// malformed ones refused with the line.
+    #[test]
+    fn transaction_steps() {
+        assert_eq!(
+            step("txn tx t/0,t/1 count=5 commit"),
+            Step::Txn {
+                id: "tx".into(),
+                tps: vec![tp(0), tp(1)],
+                count: 5,
+                end: TxnStepEnd::Commit,
+                expect: TxnOutcome::Ok,
+            }
+        );
+        assert_eq!(
+            step("txn z t/1 open expect=fenced"),
+            Step::Txn {
+                id: "z".into(),
+                tps: vec![tp(1)],
+                count: 1,
+                end: TxnStepEnd::Open,
+                expect: TxnOutcome::Fenced,
+            }
+        );
+        assert_eq!(
+            step("txn-end z abort expect=failed"),
+            Step::TxnEnd {
+                id: "z".into(),
+                commit: false,
+                expect: TxnOutcome::Failed,
+            }
+        );
+        assert_eq!(step("consume-committed t/1"), Step::ConsumeCommitted(tp(1)));
+        assert_eq!(
+            step("expect committed t/0 >= 3"),
+            Step::Expect(Expectation::Committed {
+                tp: tp(0),
+                cmp: Cmp::Ge,
+                count: 3
+            })
+        );
+        let source = "txn a.b-c_1 t/0 abort\ntxn-end a.b-c_1 commit\n\
+            hold 1 -> 2 WriteTxnMarkers\nexpect committed t/1 = 0\n";
+        let parsed = steps(source);
+        let displayed: Vec<String> = parsed.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            displayed,
+            [
+                "txn a.b-c_1 t/0 count=1 abort expect=ok",
+                "txn-end a.b-c_1 commit expect=ok",
+                "hold 1 -> 2 WriteTxnMarkers",
+                "expect committed t/1 = 0"
+            ]
+        );
+        assert_eq!(steps(&(displayed.join("\n") + "\n")), parsed);
+
+        step_err("txn tx t/0 count=2\n", 4, "missing commit, abort or open");
+        step_err("txn tx t/0 commit abort\n", 4, "given twice");
+        step_err("txn tx t/0,t/0 commit\n", 4, "named twice");
+        step_err("txn tx t/2 commit\n", 4, "out of range");
+        step_err("txn tx t/0 count=0 commit\n", 4, "at least 1");
+        step_err("txn t!x t/0 commit\n", 4, "not a transactional id");
+        step_err(
+            "txn tx t/0 commit expect=maybe\n",
+            4,
+            "ok, fenced or failed",
+        );
+        step_err("txn-end tx\n", 4, "txn-end <id>");
+        step_err("txn-end tx finish\n", 4, "commit or abort");
     }
 
     #[test]

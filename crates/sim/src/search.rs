@@ -21,6 +21,7 @@ use crate::checkers::newest_image;
 use crate::disk::DiskFault;
 use crate::net::Latency;
 use crate::sim::{partition_state, Sim, TopicPlan};
+use crate::txn::TxnProducer;
 use crate::world::{broker_host, HostKind, Life, Mode, WorldConfig};
 
 /// The share of seeds that draw storage faults.
@@ -33,6 +34,11 @@ const DISK_FAULT_CONFIGS: &[(&str, &str)] = &[
     ("log.index.interval.bytes", "1024"),
     ("log.scrub.interval.ms", "3000"),
 ];
+
+/// The share of seeds that draw a transactional workload.
+const TXN_SHARE: f64 = 0.5;
+/// Broker configs of seeds with transactions: a small `__transaction_state`.
+const TXN_CONFIGS: &[(&str, &str)] = &[("transaction.state.log.num.partitions", "2")];
 
 /// How a broker's run ends when every log directory failed (`Broker::open`).
 const ALL_DIRS_FAILED: &str = "every log directory failed";
@@ -68,6 +74,9 @@ pub struct Swarm {
     /// Storage faults on the lossy broker's disk (with small segments and a frequent scrubber,
     /// so damage lands in closed segments and is looked for).
     pub disk: bool,
+    /// A transactional workload too (issue 23): a transactional producer committing and
+    /// aborting transactions over both partitions and a read_committed consumer.
+    pub txn: bool,
 }
 
 impl Swarm {
@@ -100,6 +109,8 @@ impl Swarm {
             controllers: if rng.gen_bool(0.5) { 3 } else { 1 },
             // After the quorum, for the same reason: seeds without storage faults run as before.
             disk: rng.gen_bool(DISK_FAULT_SHARE),
+            // After the storage faults, for the same reason.
+            txn: rng.gen_bool(TXN_SHARE),
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -137,10 +148,11 @@ impl fmt::Display for Swarm {
         }
         write!(
             f,
-            "faults [{}] every ~{}ms, acks=all {:.0}%, lossy broker {}, {}, latency {}-{}us, fsync {}us, {} controller{}",
+            "faults [{}] every ~{}ms, acks=all {:.0}%,{} lossy broker {}, {}, latency {}-{}us, fsync {}us, {} controller{}",
             kinds.join(" "),
             self.fault_gap.as_millis(),
             self.acks_all_share * 100.0,
+            if self.txn { " transactions," } else { "" },
             self.lossy_broker,
             self.strategy,
             self.latency.min_us,
@@ -164,6 +176,9 @@ pub struct SeedOutcome {
     /// Storage faults among them.
     pub disk_faults: u64,
     pub acked: u64,
+    /// With a transactional workload: transactions committed, aborted and left undecided by
+    /// their producer, and records read by the read_committed consumer.
+    pub txns: Option<(usize, usize, usize, usize)>,
     pub wall: Duration,
 }
 
@@ -190,6 +205,7 @@ pub fn run_seed(seed: u64, faulty: Duration, verbose: bool) -> SeedOutcome {
         faults: 0,
         disk_faults: 0,
         acked: 0,
+        txns: None,
         wall: Duration::ZERO,
     };
     match run_seed_inner(seed, &swarm, faulty, verbose, &mut outcome) {
@@ -218,6 +234,13 @@ fn run_seed_inner(
     if swarm.disk {
         config.configs.extend(
             DISK_FAULT_CONFIGS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+    }
+    if swarm.txn {
+        config.configs.extend(
+            TXN_CONFIGS
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
@@ -267,6 +290,52 @@ fn run_seed_inner(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         })
+    };
+
+    // The transactional workload: one producer committing about two transactions in three
+    // (aborting the rest) over one or both partitions, and a read_committed consumer.
+    let txn_workload = if swarm.txn {
+        let mut producer = TxnProducer::new(sim.client("txn-producer"), "search-txn");
+        let stop_p = stop.clone();
+        let net = sim.world.net.clone();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7478_6e73);
+        let writer = sim.world.host("client")?.spawn(async move {
+            while !stop_p.load(Ordering::SeqCst) {
+                let tps: Vec<(String, i32)> = match rng.gen_range(0..3) {
+                    0 => vec![(TOPIC.to_string(), 0)],
+                    1 => vec![(TOPIC.to_string(), 1)],
+                    _ => vec![(TOPIC.to_string(), 0), (TOPIC.to_string(), 1)],
+                };
+                let count = rng.gen_range(1..=5);
+                let commit = rng.gen_bool(0.67);
+                let deadline = net.now_us() + 20_000_000;
+                if producer
+                    .run_one(&tps, count, commit, deadline)
+                    .await
+                    .is_err()
+                {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(5..60))).await;
+            }
+        });
+        let mut client = sim.client("committed-consumer");
+        let stop_c = stop.clone();
+        let net = sim.world.net.clone();
+        let reader = sim.world.host("client")?.spawn(async move {
+            while !stop_c.load(Ordering::SeqCst) {
+                for p in 0..PARTITIONS as i32 {
+                    let deadline = net.now_us() + 3_000_000;
+                    client
+                        .consume_committed(&(TOPIC.to_string(), p), deadline)
+                        .await;
+                }
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+        });
+        Some((writer, reader))
+    } else {
+        None
     };
 
     // The fault schedule.
@@ -360,8 +429,29 @@ fn run_seed_inner(
         stop.store(true, Ordering::SeqCst);
         // Let the workload finish its last requests, then read everything once more.
         sim.run_until(Duration::from_secs(30), |_| {
-            producer.is_finished() && consumer.is_finished()
+            producer.is_finished()
+                && consumer.is_finished()
+                && txn_workload
+                    .as_ref()
+                    .is_none_or(|(w, r)| w.is_finished() && r.is_finished())
         })?;
+        // Every transaction decided (the coordinator aborts what the producer left open at its
+        // timeout), read with read_committed and checked. Proactive recovery may lose a
+        // marker with the rest of an unclean leader's tail, leaving a hanging transaction for
+        // an operator (kafka-transactions.sh abort): not a failure of those seeds.
+        if swarm.txn {
+            let limit =
+                Duration::from_millis(crate::txn::TXN_TIMEOUT_MS as u64) + Duration::from_secs(50);
+            if let Err(e) = sim.settle_transactions(limit) {
+                if sim.enforce_durability && sim.failures().is_empty() {
+                    outcome.failures.push(format!("{e:#}"));
+                } else {
+                    sim.world
+                        .trace
+                        .event(sim.world.now_us(), format!("not settled: {e:#}"));
+                }
+            }
+        }
         for p in 0..PARTITIONS as i32 {
             let tp = (TOPIC.to_string(), p);
             sim.consume(&tp)?;
@@ -373,6 +463,12 @@ fn run_seed_inner(
                 }
             }
             outcome.acked += sim.acked(&tp);
+        }
+        if swarm.txn {
+            let oracle = crate::client::lock(&sim.oracle);
+            let (c, a, u) = oracle.txns.counts();
+            let read = oracle.txns.read.values().map(|m| m.len()).sum();
+            outcome.txns = Some((c, a, u, read));
         }
         sim.check(true);
     }

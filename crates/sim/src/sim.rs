@@ -12,6 +12,7 @@ use crate::checkers::{newest_image, record_at, Checker, Violation};
 use crate::client::{lock, Client, SharedOracle, Tp};
 use crate::disk::DiskFault;
 use crate::trace::Trace;
+use crate::txn::{TxnError, TxnProducer};
 use crate::world::{broker_host, Mode, SegmentChoice, World, WorldConfig, CLIENT_HOST};
 
 /// How often (in steps) the expensive checks (replica agreement) run.
@@ -50,6 +51,8 @@ pub struct Sim {
     topics: Vec<TopicPlan>,
     /// Whether durability violations are failures (Keel mode, unless the run opts out).
     pub enforce_durability: bool,
+    /// Transactional producers by transactional id, between scenario steps.
+    txn_producers: BTreeMap<String, TxnProducer>,
 }
 
 impl Sim {
@@ -64,6 +67,7 @@ impl Sim {
             leader_history: BTreeMap::new(),
             topics: Vec::new(),
             enforce_durability: true,
+            txn_producers: BTreeMap::new(),
         })
     }
 
@@ -333,6 +337,132 @@ impl Sim {
             ),
         );
         Ok(done)
+    }
+
+    /// Reads `tp` with `read_committed` up to its last stable offset; the (last stable offset,
+    /// high watermark) of the final answer, `None` if the read did not complete within 15 s.
+    pub fn consume_committed(&mut self, tp: &Tp) -> anyhow::Result<Option<(i64, i64)>> {
+        let mut client = self.client("committed-consumer");
+        let tp2 = tp.clone();
+        let deadline = self.world.now_us() + 15_000_000;
+        let done = self
+            .run_task(Duration::from_secs(16), async move {
+                client.consume_committed(&tp2, deadline).await
+            })?
+            .flatten();
+        let read = lock(&self.oracle).txns.read_count(tp);
+        self.world.trace.event(
+            self.world.now_us(),
+            format!(
+                "read_committed {}-{}: {} ({read} records read)",
+                tp.0,
+                tp.1,
+                match done {
+                    Some((lso, hw)) =>
+                        format!("up to the last stable offset {lso} (high watermark {hw})"),
+                    None => "incomplete".to_string(),
+                }
+            ),
+        );
+        Ok(done)
+    }
+
+    /// Runs one step of transactional producer `id` (created and initialized on first use):
+    /// `Some((tps, count, commit))` writes `count` records to each partition in a new
+    /// transaction (or the open one) and ends it (`commit: None` leaves it open); `None` ends
+    /// the open transaction (`end_commit`).
+    pub fn txn(
+        &mut self,
+        id: &str,
+        write: Option<(Vec<Tp>, u32)>,
+        end: Option<bool>,
+    ) -> anyhow::Result<Result<(), TxnError>> {
+        let mut producer = match self.txn_producers.remove(id) {
+            Some(p) => p,
+            None => TxnProducer::new(self.client(&format!("txn-{id}")), id),
+        };
+        let net = self.world.net.clone();
+        let ran = self.run_task(Duration::from_secs(60), async move {
+            let deadline = net.now_us() + 45_000_000;
+            let outcome = async {
+                if let Some((tps, count)) = &write {
+                    producer.begin(deadline).await?;
+                    for tp in tps {
+                        producer.send(tp, *count, deadline).await?;
+                    }
+                }
+                match end {
+                    Some(commit) => producer.end(commit, deadline).await,
+                    None => Ok(()),
+                }
+            }
+            .await;
+            (producer, outcome)
+        })?;
+        let Some((producer, outcome)) = ran else {
+            anyhow::bail!("transactional producer {id} did not finish within 60 s");
+        };
+        self.world.trace.event(
+            self.world.now_us(),
+            format!(
+                "transactional producer {id} (producer {:?}): {}",
+                producer.producer(),
+                match &outcome {
+                    Ok(()) => "ok".to_string(),
+                    Err(e) => e.to_string(),
+                }
+            ),
+        );
+        self.txn_producers.insert(id.to_string(), producer);
+        Ok(outcome)
+    }
+
+    /// Once every transaction is decided: reads every partition a transaction wrote with
+    /// `read_committed` until its last stable offset reaches its high watermark (within
+    /// `limit`), then checks the end-of-run transaction properties. `Err` if a partition did
+    /// not become stable.
+    pub fn settle_transactions(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let tps: Vec<Tp> = {
+            let oracle = lock(&self.oracle);
+            let mut tps: Vec<Tp> = oracle
+                .txns
+                .txns
+                .values()
+                .flat_map(|t| t.acked.keys().cloned())
+                .collect();
+            tps.sort();
+            tps.dedup();
+            tps
+        };
+        if tps.is_empty() {
+            return Ok(());
+        }
+        let deadline = self.world.now_us() + limit.as_micros() as u64;
+        for tp in &tps {
+            loop {
+                if let Some((lso, hw)) = self.consume_committed(tp)? {
+                    if lso == hw {
+                        break;
+                    }
+                }
+                if self.world.now_us() >= deadline {
+                    anyhow::bail!(
+                        "{}-{}: the last stable offset did not reach the high watermark within {} s (an undecided transaction)",
+                        tp.0,
+                        tp.1,
+                        limit.as_secs()
+                    );
+                }
+                self.advance(Duration::from_millis(500))?;
+            }
+        }
+        {
+            let mut oracle = lock(&self.oracle);
+            let found = crate::txn::final_violations(&oracle.txns);
+            oracle.violations.extend(found);
+        }
+        self.check(false);
+        Ok(())
     }
 
     /// Acknowledged `acks=all` records of `tp` that its current leader's log lacks; `None`
