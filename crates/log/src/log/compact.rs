@@ -7,6 +7,7 @@
 //!    segments (from the first one not wholly below the log start offset) lying wholly below
 //!    the high watermark (only committed data is ever rewritten: a
 //!    record is never removed for a later one that a truncation could still take away) and
+//!    the last stable offset (every transaction with a record there is decided), and
 //!    older than `min.compaction.lag.ms`. Those from the
 //!    cleaner offset on are *dirty*. Nothing is planned while the dirty share of the cleanable
 //!    bytes is below `min.cleanable.dirty.ratio`, unless a dirty segment is older than
@@ -18,7 +19,10 @@
 //!    later record of that key is in the map; a tombstone also needs its batch's delete horizon
 //!    (KIP-534: set to `now + delete.retention.ms` the first time the cleaner keeps it, stored in
 //!    `baseTimestamp` with attribute bit 6) not to have passed. Records without a key are
-//!    dropped (Kafka refuses them on compacted topics). Filtered batches keep their base offset,
+//!    dropped (Kafka refuses them on compacted topics). Transactions are handled as by Kafka's
+//!    cleaner: the records of an aborted transaction (by the aborted-transaction index) are
+//!    removed and never enter the map; a committed transaction's are compacted like any;
+//!    markers are kept. Filtered batches keep their base offset,
 //!    `lastOffsetDelta`, leader epoch and producer fields; compressed batches are decompressed
 //!    and recompressed with their codec through [`RecordCodecs`] — one it cannot handle keeps
 //!    the batch whole. An emptied batch is dropped, except the last batch of a segment (so
@@ -106,10 +110,12 @@ pub struct CompactionStats {
     pub bytes_before: u64,
     /// Bytes of the same segments after.
     pub bytes_after: u64,
-    /// Records removed: superseded, expired tombstones, keyless.
+    /// Records removed: superseded, expired tombstones, keyless, of aborted transactions.
     pub records_removed: u64,
     /// Tombstones removed because their delete horizon passed.
     pub tombstones_removed: u64,
+    /// Records of aborted transactions removed.
+    pub aborted_records_removed: u64,
     /// Batches kept whole because their records could not be read (unknown codec, malformed).
     pub batches_kept_unread: u64,
     /// Distinct keys in the offset map.
@@ -143,7 +149,48 @@ pub struct CompactionPlan {
     /// Per idempotent producer the log knows, the last offset of its newest batch: that batch
     /// stays (possibly emptied) so the producer's state is rebuilt right on reload.
     producer_last_offsets: HashMap<i64, Offset>,
+    /// The aborted transactions reaching into the cleanable segments: per producer, the
+    /// (first offset, ABORT marker offset) ranges of its aborted transactions.
+    aborted: AbortedRanges,
     generation: u64,
+}
+
+/// Per producer id, the (first offset, marker offset) of each of its aborted transactions.
+#[derive(Debug, Default)]
+struct AbortedRanges(HashMap<i64, Vec<(Offset, Offset)>>);
+
+impl AbortedRanges {
+    /// Whether the transactional batch `header` belongs to an aborted transaction. Only asked
+    /// below the last stable offset, where every transaction is decided: a transactional batch
+    /// there that no aborted range covers was committed.
+    fn covers(&self, header: &BatchHeader) -> bool {
+        self.0.get(&header.producer_id).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|(first, marker)| *first <= header.base_offset && header.base_offset < *marker)
+        })
+    }
+}
+
+/// What the cleaner does with a batch, by its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BatchKind {
+    /// A COMMIT or ABORT marker: kept.
+    Marker,
+    /// Records of an aborted transaction: removed (they never supersede anything).
+    Aborted,
+    /// Plain records, or those of a committed transaction: compacted by key.
+    Data,
+}
+
+fn batch_kind(header: &BatchHeader, aborted: &AbortedRanges) -> BatchKind {
+    if header.is_control() {
+        BatchKind::Marker
+    } else if header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 && aborted.covers(header) {
+        BatchKind::Aborted
+    } else {
+        BatchKind::Data
+    }
 }
 
 /// Step 2's output, for [`Log::finish_compaction`].
@@ -197,7 +244,10 @@ impl Log {
         if !self.config.cleanup_policy.compact {
             return None;
         }
-        let bound = high_watermark;
+        // Only stable data is cleaned (Kafka bounds the cleaner by the first unstable offset too):
+        // every transaction with a record below the bound is decided, so a transactional batch
+        // there is either covered by an aborted transaction or committed.
+        let bound = self.last_stable_offset(high_watermark);
         let lag_ms = self.config.min_compaction_lag_ms;
         let active_base = self.active().base_offset();
         let mut segments = Vec::new();
@@ -279,6 +329,17 @@ impl Log {
                 .iter()
                 .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.last_offset)))
                 .collect(),
+            aborted: {
+                let mut ranges = AbortedRanges::default();
+                for txn in self.aborted.values().filter(|t| t.first_offset < end) {
+                    ranges
+                        .0
+                        .entry(txn.producer_id)
+                        .or_default()
+                        .push((txn.first_offset, txn.last_offset));
+                }
+                ranges
+            },
             generation: self.generation,
         })
     }
@@ -460,7 +521,9 @@ impl CompactionPlan {
                 break;
             }
             self.for_each_batch(planned, |bytes, header, _| {
-                map.add_batch(bytes, header, codecs);
+                if batch_kind(header, &self.aborted) == BatchKind::Data {
+                    map.add_batch(bytes, header, codecs);
+                }
                 Ok(())
             })?;
             end_dirty = planned.next_offset;
@@ -476,6 +539,7 @@ impl CompactionPlan {
         let filter = Filter {
             map: &map,
             producer_last_offsets: &self.producer_last_offsets,
+            aborted: &self.aborted,
             now_ms: self.now_ms,
             new_horizon_ms: self.now_ms.saturating_add(self.delete_retention_ms),
             codecs,
@@ -626,12 +690,9 @@ impl CompactionPlan {
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 impl OffsetMap {
+    /// Adds the keys of a batch of plain or committed records ([`BatchKind::Data`]): a record
+    /// of an aborted transaction must never make an earlier record of its key look superseded.
     fn add_batch(&mut self, bytes: &[u8], header: &BatchHeader, codecs: &dyn RecordCodecs) {
-        // A transactional record may belong to an aborted transaction: it must never make an
-        // earlier record of its key look superseded.
-        if header.is_control() || header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
-            return;
-        }
         let Ok(section) = records_section(bytes, header, codecs) else {
             return;
         };
@@ -675,6 +736,7 @@ enum Fate {
 struct Filter<'a> {
     map: &'a OffsetMap,
     producer_last_offsets: &'a HashMap<i64, Offset>,
+    aborted: &'a AbortedRanges,
     now_ms: i64,
     new_horizon_ms: i64,
     codecs: &'a dyn RecordCodecs,
@@ -688,8 +750,10 @@ impl Filter<'_> {
         last_in_segment: bool,
         stats: &mut CompactionStats,
     ) -> Fate {
-        // Markers, and transactional data (aborted or not), are kept whole for now.
-        if header.is_control() || header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
+        // Markers are kept (a reader or a reload may still need them); an aborted transaction's
+        // records all go; committed ones are compacted like any.
+        let kind = batch_kind(header, self.aborted);
+        if kind == BatchKind::Marker {
             return Fate::Keep;
         }
         let codec = header.attributes & COMPRESSION_CODEC_MASK;
@@ -708,6 +772,10 @@ impl Filter<'_> {
         for record in &records {
             let offset = header.base_offset.plus(record.offset_delta);
             let keep = match record.key {
+                _ if kind == BatchKind::Aborted => {
+                    stats.aborted_records_removed += 1;
+                    false
+                }
                 None => false,
                 Some(key) => match self.map.latest.get(key) {
                     Some(&latest) if offset < latest => false,

@@ -686,3 +686,115 @@ fn the_cleaner_leaves_segments_below_the_log_start_offset_alone() {
     assert_eq!(result.deleted.len(), 2);
     assert_eq!(log.segment_base_offsets()[0], bases[2]);
 }
+
+/// A transactional batch of producer `pid` (epoch 0, sequence `seq`) with keyed records.
+fn txn_put(log: &mut Log, pid: i64, seq: i32, records: &[(&str, Option<&str>)], now_ms: i64) {
+    let recs: Vec<_> = records
+        .iter()
+        .map(|(k, v)| (Some(k.as_bytes()), v.map(str::as_bytes), now_ms))
+        .collect();
+    let mut batch = build_keyed_batch(&recs);
+    crate::plain_batch::set_transactional_producer(&mut batch, pid, 0);
+    set_producer(&mut batch, pid, 0, seq);
+    log.append_as_leader(&batch, LeaderEpoch(0), now_ms)
+        .unwrap();
+}
+
+fn end_txn(log: &mut Log, pid: i64, kind: crate::txn::ControlType, now_ms: i64) {
+    let marker = crate::txn::EndTxnMarker {
+        kind,
+        coordinator_epoch: 0,
+    };
+    log.append_marker_as_leader(pid, 0, marker, LeaderEpoch(0), now_ms)
+        .unwrap();
+}
+
+/// (offset, key, value) of every data record (markers left out) readable from the log start.
+fn data_entries(log: &Log) -> Vec<(i64, String, Option<String>)> {
+    let data = log
+        .read(log.log_start_offset(), usize::MAX, None, true)
+        .unwrap();
+    let mut out = Vec::new();
+    for view in parse_batches(&data.records).unwrap() {
+        if view.header.is_control() {
+            continue;
+        }
+        for r in decode_records(view.bytes).expect("uncompressed batch") {
+            let key = String::from_utf8(r.key.unwrap_or_default()).unwrap();
+            let value = (!r.value_is_null).then(|| String::from_utf8(r.value).unwrap());
+            out.push((r.offset, key, value));
+        }
+    }
+    out
+}
+
+// Transactions (issue 23), as Kafka's cleaner treats them: a committed transaction's records
+// are compacted like any (they supersede earlier records of their keys); an aborted one's are
+// removed and supersede nothing; markers stay; nothing at or past the last stable offset (an
+// open transaction's first record) is cleaned. The log reopens to the same state.
+#[test]
+fn transactions_are_compacted_by_their_outcome() {
+    use crate::txn::ControlType;
+    let storage = MemStorage::new();
+    let mut log = open(&storage, compacted_config(), true, 0);
+    put(&mut log, &[("a", Some("a1")), ("b", Some("b1"))], 1_000); // 0, 1
+    txn_put(&mut log, 7, 0, &[("a", Some("a-committed"))], 1_000); // 2
+    end_txn(&mut log, 7, ControlType::Commit, 1_000); // 3
+    txn_put(&mut log, 8, 0, &[("b", Some("b-aborted"))], 1_000); // 4
+    txn_put(&mut log, 8, 1, &[("z", Some("z-aborted"))], 1_000); // 5
+    end_txn(&mut log, 8, ControlType::Abort, 1_000); // 6
+    for i in 0..30 {
+        put(&mut log, &[("c", Some(&format!("c{i}")))], 1_000); // 7..=36
+    }
+    txn_put(&mut log, 9, 0, &[("c", Some("c-open"))], 1_000); // 37
+    for i in 0..30 {
+        put(&mut log, &[("d", Some(&format!("d{i}")))], 1_000); // 38..=67
+    }
+    assert!(log.segments.len() > 4, "the test needs closed segments");
+    let hw = log.log_end_offset();
+    assert_eq!(log.last_stable_offset(hw), Offset(37));
+    let stats = compact(&mut log, 2_000).expect("a pass ran");
+    assert_eq!(stats.aborted_records_removed, 2);
+
+    let entries = data_entries(&log);
+    let find = |value: &str| entries.iter().find(|e| e.2.as_deref() == Some(value));
+    assert!(
+        find("a1").is_none(),
+        "superseded by the committed record: {entries:?}"
+    );
+    assert_eq!(find("a-committed").map(|e| e.0), Some(2));
+    assert_eq!(
+        find("b1").map(|e| e.0),
+        Some(1),
+        "an aborted record supersedes nothing"
+    );
+    assert!(find("b-aborted").is_none() && find("z-aborted").is_none());
+    // Below the last stable offset, only the latest "c" of the cleaned segments survives; the
+    // open transaction and everything after it are untouched.
+    let c_below: Vec<_> = entries.iter().filter(|e| e.1 == "c" && e.0 < 37).collect();
+    assert!(
+        c_below.len() < 30,
+        "the c records below the LSO were compacted: {c_below:?}"
+    );
+    assert_eq!(find("c-open").map(|e| e.0), Some(37));
+    assert_eq!(entries.iter().filter(|e| e.1 == "d").count(), 30);
+    // The markers are still there, and the aborted transaction is still indexed.
+    let markers = parse_batches(&log.read(Offset(0), usize::MAX, None, true).unwrap().records)
+        .unwrap()
+        .iter()
+        .filter(|v| v.header.is_control())
+        .count();
+    assert_eq!(markers, 2);
+    let aborted: Vec<(i64, i64)> = log
+        .aborted_transactions(Offset(0), hw)
+        .iter()
+        .map(|t| (t.producer_id, t.first_offset.0))
+        .collect();
+    assert_eq!(aborted, [(8, 4)]);
+
+    let before = data_entries(&log);
+    log.close(3_000).unwrap();
+    let log = open(&storage, compacted_config(), true, 3_000);
+    assert_eq!(data_entries(&log), before);
+    assert_eq!(log.last_stable_offset(log.log_end_offset()), Offset(37));
+}
