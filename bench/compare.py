@@ -9,7 +9,8 @@ bench/results/<date>.md (one table, medians with spread, the Keel/Kafka ratio of
 the machine's own ceilings), the raw samples as <date>.json and a chart as <date>.png.
 
 Load generators: Kafka's own ProducerPerformance, ConsumerPerformance, EndToEndLatency and
-VerifiableProducer (kafka-tools) and `keel bench`, each against both systems.
+VerifiableProducer (kafka-tools), `keel bench`, and for transactions bench/transactions.py's
+librdkafka transactional producer, each against both systems.
 
 `--security sasl_ssl` (or `both`, after the PLAINTEXT cluster) runs each system again with every
 listener — clients, inter-broker, controller — SASL_SSL (PLAIN, TLS from a throwaway CA made
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import re
@@ -733,6 +735,7 @@ class Bench:
         R.add(R.row("cluster_start" + sec.suffix, "cluster start (format done)" + sec.label, "—",
                     "three brokers serving", "s", False), system.name, started)
         workloads = [("throughput", self.throughput), ("latency", self.latency), ("end-to-end", self.end_to_end),
+                     ("transactions", self.transactions),
                      ("memory", lambda s: self.memory(s, "after the produce and latency runs")),
                      ("catch-up", self.catch_up), ("failover", self.failover), ("cold-start", self.cold_start),
                      ("memory", lambda s: self.memory(s, "at the end"))]
@@ -878,6 +881,28 @@ class Bench:
                 R.fail(R.row("e2e_kb_average", "end-to-end (produce acks=all → consume), 1 KiB",
                              "keel bench --end-to-end (long-polling consumer)", "average", "ms", False),
                        system.name, str(e))
+
+    def transactions(self, system: System) -> None:
+        """Transactional produce (issue 23): bench/transactions.py's driver, the same on both systems —
+        one librdkafka transactional producer (acks=all) committing transactions of 100 records of
+        100 B over six partitions (RF 3, min ISR 2), a fresh topic and transactional id per run."""
+        a, R = self.args, self.results
+        spec = importlib.util.spec_from_file_location("txbench", BENCH / "transactions.py")
+        txbench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(txbench)
+        count = 50 if a.quick else 200
+        workload = "transactional produce, 100 × 100 B records per transaction, acks=all"
+        tool = "librdkafka transactional producer ×1 (bench/transactions.py)"
+        for rep in range(a.repeats):
+            log(f"{system.name}: transactions, {count} × 100 records, run {rep + 1}/{a.repeats}")
+            try:
+                r = txbench.run(BOOTSTRAP, count, 100, 100)
+            except Exception as e:
+                R.fail(R.row("txn_100", workload, tool, "throughput", "txn/s", True), system.name, str(e))
+                continue
+            R.add(R.row("txn_100", workload, tool, "throughput", "txn/s", True), system.name, r["txn_per_s"])
+            R.add(R.row("txn_100_p50", workload, tool, "commit latency p50", "ms", False), system.name, r["p50_ms"])
+            R.add(R.row("txn_100_p99", workload, tool, "commit latency p99", "ms", False), system.name, r["p99_ms"])
 
     def drop_caches(self) -> bool:
         os.sync()
@@ -1244,7 +1269,8 @@ def machine() -> str:
 # --------------------------------------------------------------------------------------------
 
 
-WORKLOADS = ("throughput", "latency", "end-to-end", "memory", "catch-up", "failover", "cold-start")
+WORKLOADS = ("throughput", "latency", "end-to-end", "transactions", "memory", "catch-up", "failover",
+             "cold-start")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -47,7 +47,7 @@ def _stale(output: Path, source: Path) -> bool:
 def java_build(pom: Path, cache: Path, sources: Sequence[Path], *, classpath_file: str = "classpath.txt",
                classes_dir: str = "classes") -> tuple[Path, str]:
     """Resolves `pom`'s dependencies into `cache/classpath_file` once per pom change and compiles
-    each of `sources` into `cache/classes_dir` once per source change; returns (classes, classpath)."""
+    each of `sources` (in order) into `cache/classes_dir` once per source change; returns (classes, classpath)."""
     require("mvn", "javac", "java", why="the Java checks need a JDK 17+ and Maven")
     with cache_lock():
         cache.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,8 @@ def java_build(pom: Path, cache: Path, sources: Sequence[Path], *, classpath_fil
         classes.mkdir(exist_ok=True)
         for source in sources:
             if _stale(classes / f"{source.stem}.class", source):
-                r = subprocess.run(["javac", "-d", str(classes), "-cp", classpath, str(source)],
+                # The classes built so far are on the classpath: a program may use an earlier one's.
+                r = subprocess.run(["javac", "-d", str(classes), "-cp", f"{classes}:{classpath}", str(source)],
                                    capture_output=True, text=True, timeout=300)
                 if r.returncode != 0:
                     pytest.fail(f"javac {source.name} failed:\n{r.stdout}\n{r.stderr}")

@@ -278,6 +278,47 @@ def test_transactions_survive_a_kill9_of_the_coordinator_and_leaders(cluster):
         assert got[part] == want, f"partition {part}: {got[part]} != {want}"
 
 
+def test_java_transactions_survive_a_kill9_of_the_coordinator(cluster):
+    """The Java client (tests/java/KeelTransactionsChaos.java, transactions v2) commits 40
+    transactions of one record per partition, every fourth aborted, while the broker coordinating
+    its transactional id is killed with -9 (at the 10th) and restarted (at the 25th). Timed-out
+    commits are called again, as the client's contract says; read_committed then reads exactly the
+    records of the transactions the producer saw committed, in order, and none of an aborted one."""
+    import subprocess
+    import threading
+
+    from test_java_client import build_check
+
+    classes, classpath = build_check()
+    c = cluster("txn-java-kill9")
+    topic = unique_topic("txn-java-kill9")
+    c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    txn_id = unique_topic("txn-java-kill9-id")
+    app = subprocess.Popen(["java", "-cp", f"{classes}:{classpath}", "KeelTransactionsChaos", c.live_bootstrap,
+                            topic, txn_id, "40"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(300, app.kill)
+    watchdog.start()
+    output: list[str] = []
+    victim: list[int] = []
+    try:
+        for line in app.stdout:
+            output.append(line)
+            if line.strip() == "ROUND 10":
+                index = java_string_hash_partition(txn_id, 50)
+                victim.append(c.partition_state("__transaction_state")[index].leader)
+                c.kill9(victim[0])
+            elif line.strip() == "ROUND 25":
+                c.restart(victim[0])
+        app.wait(30)
+    finally:
+        watchdog.cancel()
+        if app.poll() is None:
+            app.kill()
+    text = "".join(output)
+    assert victim, f"the coordinator was never killed:\n{text[-3000:]}"
+    assert app.returncode == 0 and "JAVA-TXN-CHAOS-OK" in text, f"exit {app.returncode}\n{text[-4000:]}"
+
+
 def test_kafka_transactions_tool_lists_describes_and_aborts(broker):
     """Kafka's own kafka-transactions.sh (TransactionsCommand, kafka-tools 4.4): `list` and
     `describe` show an open transaction from its coordinator, `describe-producers` shows its first
