@@ -22,6 +22,9 @@ use super::{partition_for, TxnScope, TRANSACTION_STATE_TOPIC};
 use crate::broker::Broker;
 use crate::handlers::str_bytes;
 
+/// The longest AddPartitionsToTxn waits for the previous transaction's markers.
+const MARKERS_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Broker {
     /// Prepares with `prepare`. If it asks for a producer id this broker does not hold yet,
     /// one is allocated (a call to the controller, outside the lock) and `prepare` runs again.
@@ -92,7 +95,11 @@ impl Broker {
         }
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn) for a client.
+    /// AddPartitionsToTxn (and AddOffsetsToTxn) for a client. A request that finds the previous
+    /// transaction's markers still being written waits for them up to [`MARKERS_WAIT`] instead
+    /// of answering `CONCURRENT_TRANSACTIONS` at once: a producer starts its next transaction
+    /// right after EndTxn is answered (once PrepareCommit is durable), and clients retry that
+    /// error only after a backoff (librdkafka about 20 ms) much longer than the markers take.
     pub async fn txn_add_partitions(
         &self,
         id: &str,
@@ -101,15 +108,29 @@ impl Broker {
         partitions: &BTreeSet<TopicPartition>,
     ) -> Result<(), ResponseError> {
         let scope = self.txn_scope(id)?;
-        let transit = self.with_txns(&scope, |txns, now_ms| {
-            let m = txns
-                .get_mut(id)
-                .ok_or(ResponseError::InvalidProducerIdMapping)?;
-            m.add_partitions(producer_id, epoch, partitions, now_ms)
-        })??;
-        match transit {
-            Some(transit) => self.apply_transit(&scope, id, &transit).await,
-            None => Ok(()),
+        let deadline = tokio::time::Instant::now() + MARKERS_WAIT;
+        loop {
+            let completed = self.txn_coordinator.completed.notified();
+            tokio::pin!(completed);
+            // Registered before the state is read, so a completion in between is not missed.
+            completed.as_mut().enable();
+            let transit = self.with_txns(&scope, |txns, now_ms| {
+                let m = txns
+                    .get_mut(id)
+                    .ok_or(ResponseError::InvalidProducerIdMapping)?;
+                m.add_partitions(producer_id, epoch, partitions, now_ms)
+            })?;
+            match transit {
+                Err(ResponseError::ConcurrentTransactions)
+                    if self.txn_coordinator.is_completing(id)
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    let _ = tokio::time::timeout_at(deadline, completed).await;
+                }
+                Err(e) => return Err(e),
+                Ok(Some(transit)) => return self.apply_transit(&scope, id, &transit).await,
+                Ok(None) => return Ok(()),
+            }
         }
     }
 

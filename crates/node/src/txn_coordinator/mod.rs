@@ -86,6 +86,8 @@ pub struct TxnCoordinator {
     loaded: Mutex<BTreeMap<i32, LoadedTxns>>,
     /// Transactional ids whose markers are being written now (one driver each).
     completing: Mutex<BTreeSet<String>>,
+    /// Woken whenever a driver of markers finishes.
+    completed: tokio::sync::Notify,
 }
 
 impl TxnCoordinator {
@@ -105,6 +107,12 @@ impl TxnCoordinator {
 
     pub(crate) fn release_completion(&self, id: &str) {
         self.completing.lock().expect("poisoned").remove(id);
+        self.completed.notify_waiters();
+    }
+
+    /// Whether `id`'s markers are being written now.
+    pub(crate) fn is_completing(&self, id: &str) -> bool {
+        self.completing.lock().expect("poisoned").contains(id)
     }
 }
 
