@@ -210,7 +210,8 @@ impl Partition {
             });
     }
 
-    /// The replica role, locked (before the log lock, if both are needed).
+    /// The replica role, locked (before the log lock, if both are needed; after the broker's
+    /// state lock, never while asking the broker for its image or partitions).
     pub fn lock_replica(&self) -> MutexGuard<'_, Replica> {
         self.replica
             .lock()

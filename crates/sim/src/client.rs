@@ -86,6 +86,35 @@ impl Oracle {
     }
 }
 
+/// Records that a consumer read `value` at `offset` of `tp` into `read` (its reads of that
+/// partition); a value other than the one read there before is a violation. `how` qualifies
+/// the read in the violation (e.g. ` (read_committed)`).
+pub(crate) fn note_read(
+    read: &mut BTreeMap<i64, Bytes>,
+    violations: &mut Vec<ClientViolation>,
+    tp: &Tp,
+    offset: i64,
+    value: Bytes,
+    how: &str,
+) {
+    match read.get(&offset) {
+        Some(before) if *before != value => violations.push(ClientViolation {
+            property: "consumed records never change",
+            detail: format!(
+                "{}-{} offset {offset}{how}: consumed {:?}, earlier {:?}",
+                tp.0,
+                tp.1,
+                String::from_utf8_lossy(&value),
+                String::from_utf8_lossy(before)
+            ),
+        }),
+        Some(_) => {}
+        None => {
+            read.insert(offset, value);
+        }
+    }
+}
+
 /// The oracle shared between the client tasks and the world.
 pub type SharedOracle = Arc<Mutex<Oracle>>;
 
@@ -379,30 +408,19 @@ impl Client {
                 if offset >= hwm {
                     break;
                 }
-                let consumed = oracle.consumed.entry(tp.clone()).or_default();
-                match consumed.get(&offset) {
-                    Some(before) if *before != value => {
-                        let detail = format!(
-                            "{}-{} offset {offset}: consumed {:?}, earlier {:?}",
-                            tp.0,
-                            tp.1,
-                            String::from_utf8_lossy(&value),
-                            String::from_utf8_lossy(before)
-                        );
-                        oracle.violations.push(ClientViolation {
-                            property: "consumed records never change",
-                            detail,
-                        });
-                    }
-                    Some(_) => {}
-                    None => {
-                        oracle
-                            .consumed
-                            .entry(tp.clone())
-                            .or_default()
-                            .insert(offset, value);
-                    }
-                }
+                let Oracle {
+                    consumed,
+                    violations,
+                    ..
+                } = &mut *oracle;
+                note_read(
+                    consumed.entry(tp.clone()).or_default(),
+                    violations,
+                    tp,
+                    offset,
+                    value,
+                    "",
+                );
                 next = offset + 1;
             }
             drop(oracle);

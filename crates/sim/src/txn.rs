@@ -41,7 +41,7 @@ use keel_wire::kafka_protocol::messages::{
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
-use crate::client::{lock, Acked, Client, ClientViolation, Tp};
+use crate::client::{lock, note_read, Acked, Client, ClientViolation, Oracle, Tp};
 
 /// A transaction: its producer's transactional id and its number among that id's.
 pub type TxnKey = (String, u64);
@@ -798,26 +798,17 @@ impl Client {
                         });
                     }
                 }
-                let read = oracle.txns.read.entry(tp.clone()).or_default();
-                match read.get(&offset) {
-                    Some(before) if *before != value => {
-                        let detail = format!(
-                            "{}-{} offset {offset} (read_committed): read {:?}, earlier {:?}",
-                            tp.0,
-                            tp.1,
-                            String::from_utf8_lossy(&value),
-                            String::from_utf8_lossy(before)
-                        );
-                        oracle.violations.push(ClientViolation {
-                            property: "consumed records never change",
-                            detail,
-                        });
-                    }
-                    Some(_) => {}
-                    None => {
-                        read.insert(offset, value);
-                    }
-                }
+                let Oracle {
+                    txns, violations, ..
+                } = &mut *oracle;
+                note_read(
+                    txns.read.entry(tp.clone()).or_default(),
+                    violations,
+                    tp,
+                    offset,
+                    value,
+                    " (read_committed)",
+                );
             }
             drop(oracle);
             // The fetch stops at the LSO; batches cut short by it end the read.

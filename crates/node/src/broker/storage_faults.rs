@@ -213,6 +213,10 @@ impl Broker {
     /// happens if the damage is no longer in the log (it changed since it was found).
     pub fn on_damage(&self, partition: &Arc<Partition>, damage: &Damage, found_by: &'static str) {
         let now_ms = self.clock.now_ms();
+        // The image before the replica lock: applying an image holds the broker's state lock
+        // while it takes replica locks, so taking them the other way round deadlocks (a CI run
+        // caught the scrubber's finding racing the broker's first images after a restart).
+        let image = self.image();
         let mut replica = partition.lock_replica();
         let (result, log_end_offset) = {
             let Ok(mut log) = partition.lock_log() else {
@@ -243,8 +247,8 @@ impl Broker {
             "damaged log data: the log now ends before it, the rest is set aside; this replica \
              lost data, stops leading and re-replicates from the leader"
         );
-        let seen = image_partition(&self.image(), partition)
-            .map_or(i64::MIN, |s| i64::from(s.partition_epoch.0));
+        let seen =
+            image_partition(&image, partition).map_or(i64::MIN, |s| i64::from(s.partition_epoch.0));
         partition.set_damaged_at(seen);
         partition.set_health(StorageHealth::Damaged);
         self.metrics.storage.count_damage(found_by);
