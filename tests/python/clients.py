@@ -425,12 +425,14 @@ class HighWatermarkWatcher:
                 except ck.KafkaException as e:
                     with self._lock:
                         self.failures[e.args[0].name()] += 1
-                    continue
-                if hi < 0:  # librdkafka's "no offset" sentinel
+                    hi = None
+                if hi is not None and hi < 0:  # librdkafka's "no offset" sentinel
                     with self._lock:
                         self.failures[f"high watermark {hi}"] += 1
-                    continue
-                self.samples[p].append((time.monotonic(), hi))
+                elif hi is not None:
+                    self.samples[p].append((time.monotonic(), hi))
+                # After a failure too: an answer that fails at once (an unknown partition) must
+                # not turn this into a busy loop that starves the brokers of CPU.
                 self._stop.wait(self.interval_s)
         except BaseException as e:  # noqa: BLE001 - surfaced by the test
             self.crash = e
