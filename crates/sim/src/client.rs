@@ -341,22 +341,7 @@ impl Client {
                 tokio::time::sleep(RETRY_BACKOFF).await;
                 continue;
             };
-            let request = FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_wait_ms(0)
-                .with_min_bytes(0)
-                .with_max_bytes(16 * 1024 * 1024)
-                .with_isolation_level(0)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(topic_name(&tp.0))
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(tp.1)
-                        .with_fetch_offset(next)
-                        .with_current_leader_epoch(-1)
-                        .with_last_fetched_epoch(-1)
-                        .with_log_start_offset(-1)
-                        .with_partition_max_bytes(4 * 1024 * 1024)])]);
+            let request = fetch_request(tp, next, 0);
             let response: Option<FetchResponse> =
                 self.call(leader, ApiKey::Fetch, 12, &request).await;
             let Some(response) = response else {
@@ -600,6 +585,27 @@ pub async fn elect_leader(
         result.error_code,
         result.error_message.as_ref().map(|m| m.to_string()),
     ))
+}
+
+/// A consumer's Fetch (v12) of `tp` from `offset`, answered at once, at `isolation_level`
+/// (0 read_uncommitted, 1 read_committed).
+pub(crate) fn fetch_request(tp: &Tp, offset: i64, isolation_level: i8) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(16 * 1024 * 1024)
+        .with_isolation_level(isolation_level)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name(&tp.0))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(tp.1)
+                .with_fetch_offset(offset)
+                .with_current_leader_epoch(-1)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(4 * 1024 * 1024)])])
 }
 
 fn topic_name(topic: &str) -> TopicName {

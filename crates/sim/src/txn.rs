@@ -29,19 +29,18 @@ use keel_log::plain_batch::{
 };
 use keel_log::txn::{ControlType, EndTxnMarker};
 use keel_wire::kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use keel_wire::kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use keel_wire::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
 use keel_wire::kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, BrokerId, EndTxnRequest,
-    EndTxnResponse, FetchRequest, FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse,
-    InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId,
-    TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
+    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
+    InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId, TopicName,
+    TransactionalId,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
-use crate::client::{lock, note_read, Acked, Client, ClientViolation, Oracle, Tp};
+use crate::client::{fetch_request, lock, note_read, Acked, Client, ClientViolation, Oracle, Tp};
 
 /// A transaction: its producer's transactional id and its number among that id's.
 pub type TxnKey = (String, u64);
@@ -693,22 +692,7 @@ impl Client {
                 tokio::time::sleep(RETRY_BACKOFF).await;
                 continue;
             };
-            let request = FetchRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_max_wait_ms(0)
-                .with_min_bytes(0)
-                .with_max_bytes(16 * 1024 * 1024)
-                .with_isolation_level(1)
-                .with_session_epoch(-1)
-                .with_topics(vec![FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(tp.0.clone())))
-                    .with_partitions(vec![FetchPartition::default()
-                        .with_partition(tp.1)
-                        .with_fetch_offset(next)
-                        .with_current_leader_epoch(-1)
-                        .with_last_fetched_epoch(-1)
-                        .with_log_start_offset(-1)
-                        .with_partition_max_bytes(4 * 1024 * 1024)])]);
+            let request = fetch_request(tp, next, 1);
             let response: Option<FetchResponse> =
                 self.call(leader, ApiKey::Fetch, 12, &request).await;
             let Some(p) = response.as_ref().and_then(|r| {
