@@ -373,7 +373,7 @@ class BackgroundProducer:
 class HighWatermarkWatcher:
     """Threads that ask the partition leaders for the high watermark of every partition
     (ListOffsets latest via confluent-kafka `get_watermark_offsets`, uncached, read_uncommitted)
-    over and over until `stop()`, one thread per partition. `samples[p]` lists
+    over and over until `stop()`, one thread and one consumer per partition. `samples[p]` lists
     (time.monotonic(), high watermark); failed queries (no leader, leader moving,
     OFFSET_NOT_AVAILABLE, ...) are counted in `failures`."""
 
@@ -382,6 +382,8 @@ class HighWatermarkWatcher:
         self.bootstrap = bootstrap
         self.samples: dict[int, list[tuple[float, int]]] = {p: [] for p in range(partitions)}
         self.failures: dict[str, int] = defaultdict(int)
+        # (partition, time.monotonic() it started, seconds, outcome) of every query over a second.
+        self.slow: list[tuple[int, float, float, str]] = []
         self.crash: BaseException | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -400,40 +402,48 @@ class HighWatermarkWatcher:
             self._thread.join(30)
 
     def _run(self) -> None:
-        # One thread per partition: a query that waits out its timeout on a dead leader holds
-        # up only its own partition's samples.
+        # One thread and one consumer per partition: a query that waits out its timeout on a dead
+        # leader holds up only its own partition's samples. confluent-kafka (2.16) serializes the
+        # calls made on one handle, so a shared consumer would hold every thread behind it.
         try:
-            consumer = confluent_consumer(self.bootstrap, {"isolation.level": "read_uncommitted"})
-            try:
-                pollers = [threading.Thread(target=self._poll, args=(consumer, p), daemon=True,
-                                            name=f"hwm-{self.topic}-{p}") for p in range(self.partitions)]
-                for t in pollers:
-                    t.start()
-                for t in pollers:
-                    t.join()
-            finally:
-                consumer.close()
+            pollers = [threading.Thread(target=self._poll, args=(p,), daemon=True, name=f"hwm-{self.topic}-{p}")
+                       for p in range(self.partitions)]
+            for t in pollers:
+                t.start()
+            for t in pollers:
+                t.join()
         except BaseException as e:  # noqa: BLE001 - surfaced by the test
             self.crash = e
 
-    def _poll(self, consumer: ck.Consumer, p: int) -> None:
+    def _poll(self, p: int) -> None:
         try:
-            while not self._stop.is_set():
-                try:
-                    _, hi = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=2,
-                                                           cached=False)
-                except ck.KafkaException as e:
+            consumer = confluent_consumer(self.bootstrap, {"isolation.level": "read_uncommitted"})
+            try:
+                while not self._stop.is_set():
+                    started = time.monotonic()
+                    outcome = "ok"
+                    try:
+                        _, hi = consumer.get_watermark_offsets(ck.TopicPartition(self.topic, p), timeout=2,
+                                                               cached=False)
+                    except ck.KafkaException as e:
+                        outcome = e.args[0].name()
+                        hi = None
+                    took = time.monotonic() - started
                     with self._lock:
-                        self.failures[e.args[0].name()] += 1
-                    hi = None
-                if hi is not None and hi < 0:  # librdkafka's "no offset" sentinel
-                    with self._lock:
-                        self.failures[f"high watermark {hi}"] += 1
-                elif hi is not None:
-                    self.samples[p].append((time.monotonic(), hi))
-                # After a failure too: an answer that fails at once (an unknown partition) must
-                # not turn this into a busy loop that starves the brokers of CPU.
-                self._stop.wait(self.interval_s)
+                        if outcome != "ok":
+                            self.failures[outcome] += 1
+                        if took > 1.0:
+                            self.slow.append((p, round(started, 3), round(took, 3), outcome))
+                    if hi is not None and hi < 0:  # librdkafka's "no offset" sentinel
+                        with self._lock:
+                            self.failures[f"high watermark {hi}"] += 1
+                    elif hi is not None:
+                        self.samples[p].append((time.monotonic(), hi))
+                    # After a failure too: an answer that fails at once (an unknown partition)
+                    # must not turn this into a busy loop that starves the brokers of CPU.
+                    self._stop.wait(self.interval_s)
+            finally:
+                consumer.close()
         except BaseException as e:  # noqa: BLE001 - surfaced by the test
             self.crash = e
 

@@ -103,7 +103,8 @@ def test_acks_all_survives_kill9_restart_and_sigterm(cluster, tmp_path, internal
     assert hwm.crash is None, f"high watermark watcher failed: {hwm.crash!r}"
     assert not hwm.regressions(), f"the high watermark went backward: {hwm.regressions()[:10]}"
     short = {p: len(s) for p, s in hwm.samples.items() if len(s) < 10}
-    assert not short, f"too few high watermark samples {short}; failures {dict(hwm.failures)}"
+    assert not short, (f"too few high watermark samples {short}; failures {dict(hwm.failures)}; "
+                       f"queries slower than 1 s (partition, start, seconds, outcome): {hwm.slow}")
 
     acked = list(prod.acked)
     for p in range(partitions):
