@@ -149,7 +149,7 @@ pub use log_dir::{
     SkippedDir, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, META_PROPERTIES_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
-pub use producer_state::{ProducerEntry, ProducerStates, SequenceCheck};
+pub use producer_state::{MarkerCheck, ProducerEntry, ProducerStates, SequenceCheck};
 pub use segment::{
     parse_segment_file_name, segment_file_name, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,

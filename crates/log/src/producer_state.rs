@@ -138,6 +138,23 @@ pub struct ProducerStates {
     /// Decided transactions whose marker may still be at or above the high watermark: first
     /// offset → marker offset.
     unreplicated: BTreeMap<Offset, Offset>,
+    /// Open transactions an unclean recovery may have stranded (their marker lost with the
+    /// previous leader's log), until a marker or the coordinators settle them: producer →
+    /// epoch of its records. In memory only, on the leader that found them
+    /// ([`ProducerStates::mark_in_doubt`]).
+    in_doubt: BTreeMap<i64, i16>,
+}
+
+/// What a leader does with a transaction marker ([`ProducerStates::check_marker`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerCheck {
+    /// Append it.
+    Write,
+    /// Append nothing and answer success: the marker ends a later transaction of a producer
+    /// whose in-doubt transaction is still open here. That later transaction wrote nothing
+    /// here (its records were refused while the other was in doubt), so it has nothing to end,
+    /// and appending the marker would end the in-doubt one with the wrong outcome.
+    NotForThisPartition,
 }
 
 /// The sequence of a batch's last record: sequences wrap from `i32::MAX` to 0.
@@ -191,6 +208,20 @@ impl ProducerStates {
             }
             return Ok(SequenceCheck::Append);
         }
+        if let Some(&epoch) = self.in_doubt.get(&header.producer_id) {
+            // Nothing may join (or follow) a transaction whose outcome is not known here yet.
+            let first_offset = self
+                .producers
+                .get(&header.producer_id)
+                .and_then(|e| e.current_txn_first_offset)
+                .unwrap_or_default();
+            tracing::debug!(producer_id = header.producer_id, epoch, %first_offset,
+                "refusing a batch of a producer whose transaction here is in doubt");
+            return Err(LogError::InvalidTxnState {
+                producer_id: header.producer_id,
+                first_offset,
+            });
+        }
         let check = self.check_sequence(header)?;
         if check == SequenceCheck::Append && !transactional {
             if let Some(entry) = self.producers.get(&header.producer_id) {
@@ -208,13 +239,17 @@ impl ProducerStates {
     /// Kafka's checks of a transaction marker before a leader appends it for
     /// `producer_id` / `producer_epoch`: an older producer epoch is fenced
     /// (`INVALID_PRODUCER_EPOCH`), and so is a coordinator older than the last one that wrote a
-    /// marker for the producer (`TRANSACTION_COORDINATOR_FENCED`).
+    /// marker for the producer (`TRANSACTION_COORDINATOR_FENCED`). A producer whose transaction
+    /// here is in doubt at epoch `e` gets markers at `e` (an operator's abort, or a
+    /// transactions-v1 coordinator's) and `e + 1` (a v2 coordinator's: every end bumps the
+    /// epoch) appended; a higher epoch belongs to a later transaction
+    /// ([`MarkerCheck::NotForThisPartition`]).
     pub fn check_marker(
         &self,
         producer_id: i64,
         producer_epoch: i16,
         marker: &EndTxnMarker,
-    ) -> Result<(), LogError> {
+    ) -> Result<MarkerCheck, LogError> {
         if producer_id < 0 || producer_epoch < 0 {
             return Err(LogError::InvalidRecord {
                 reason: format!(
@@ -223,7 +258,7 @@ impl ProducerStates {
             });
         }
         let Some(entry) = self.producers.get(&producer_id) else {
-            return Ok(());
+            return Ok(MarkerCheck::Write);
         };
         if producer_epoch < entry.epoch {
             return Err(LogError::InvalidProducerEpoch {
@@ -239,17 +274,77 @@ impl ProducerStates {
                 current: entry.coordinator_epoch,
             });
         }
-        Ok(())
+        match self.in_doubt.get(&producer_id) {
+            Some(&epoch) if i32::from(producer_epoch) > i32::from(epoch) + 1 => {
+                Ok(MarkerCheck::NotForThisPartition)
+            }
+            _ => Ok(MarkerCheck::Write),
+        }
+    }
+
+    /// Holds every open transaction in doubt (a leader an unclean recovery elected: their
+    /// markers may have been lost); returns them as (producer, epoch of its records, first
+    /// offset). Their producers' batches are refused until they are settled.
+    pub fn mark_in_doubt(&mut self) -> Vec<(i64, i16, Offset)> {
+        let mut marked = Vec::new();
+        for (&first_offset, &producer_id) in &self.ongoing {
+            let epoch = self.producers.get(&producer_id).map_or(0, |e| e.epoch);
+            self.in_doubt.insert(producer_id, epoch);
+            marked.push((producer_id, epoch, first_offset));
+        }
+        marked
+    }
+
+    /// The transactions held in doubt: (producer, epoch of its records, first offset).
+    pub fn in_doubt(&self) -> Vec<(i64, i16, Offset)> {
+        self.in_doubt
+            .iter()
+            .filter_map(|(&pid, &epoch)| {
+                let first = self.producers.get(&pid)?.current_txn_first_offset?;
+                Some((pid, epoch, first))
+            })
+            .collect()
+    }
+
+    /// Whether any transaction is held in doubt.
+    pub fn has_in_doubt(&self) -> bool {
+        !self.in_doubt.is_empty()
+    }
+
+    /// Settles `producer_id`'s in-doubt transaction as still open at its coordinator (whose
+    /// own markers will end it); its batches are accepted again.
+    pub fn clear_in_doubt(&mut self, producer_id: i64) {
+        self.in_doubt.remove(&producer_id);
+    }
+
+    /// Forgets every in-doubt mark (this replica stopped leading).
+    pub fn clear_all_in_doubt(&mut self) {
+        self.in_doubt.clear();
     }
 
     /// The checks of a batch a coordinator writes for a producer (the group coordinator's
     /// transactional offset commits, Kafka's `AppendOrigin.COORDINATOR`): no sequences, only
     /// the producer epoch (an older one is `INVALID_PRODUCER_EPOCH`). Control batches are
-    /// refused here too: markers go through [`ProducerStates::check_marker`].
+    /// refused here too: markers go through [`ProducerStates::check_marker`]. A producer whose
+    /// transaction here is in doubt is refused (`INVALID_TXN_STATE`), as in
+    /// [`ProducerStates::check`].
     pub fn check_coordinator(&self, header: &BatchHeader) -> Result<(), LogError> {
         if header.attributes & CONTROL_ATTRIBUTE != 0 {
             return Err(LogError::InvalidRecord {
                 reason: "control batches cannot be appended as data".to_string(),
+            });
+        }
+        if let Some(first_offset) = self
+            .in_doubt
+            .contains_key(&header.producer_id)
+            .then(|| self.producers.get(&header.producer_id))
+            .flatten()
+            .and_then(|e| e.current_txn_first_offset)
+        {
+            // A transactional offset commit may not join an in-doubt transaction either.
+            return Err(LogError::InvalidTxnState {
+                producer_id: header.producer_id,
+                first_offset,
             });
         }
         match self.producers.get(&header.producer_id) {
@@ -359,6 +454,7 @@ impl ProducerStates {
         }
         entry.coordinator_epoch = marker.coordinator_epoch;
         entry.last_timestamp = header.max_timestamp;
+        self.in_doubt.remove(&header.producer_id);
         let first_offset = entry.current_txn_first_offset.take()?;
         self.ongoing.remove(&first_offset);
         self.unreplicated.insert(first_offset, header.base_offset);
@@ -519,6 +615,7 @@ impl ProducerStates {
             producers,
             ongoing,
             unreplicated: BTreeMap::new(),
+            in_doubt: BTreeMap::new(),
         })
     }
 }

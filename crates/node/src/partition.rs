@@ -117,6 +117,10 @@ pub struct Partition {
     damaged_at_partition_epoch: AtomicI64,
     waiters: Mutex<BTreeMap<RequestId, ProduceWaiter>>,
     delete_waiters: Mutex<BTreeMap<RequestId, DeleteWaiter>>,
+    /// When this leader next asks the coordinators about its in-doubt transactions (ms since
+    /// the epoch; 0: now), and whether a round is running (`broker::stranded`).
+    stranded_next_ms: AtomicI64,
+    stranded_round: AtomicBool,
 }
 
 /// Why a partition operation did not happen.
@@ -159,7 +163,25 @@ impl Partition {
             damaged_at_partition_epoch: AtomicI64::new(i64::MIN),
             waiters: Mutex::new(BTreeMap::new()),
             delete_waiters: Mutex::new(BTreeMap::new()),
+            stranded_next_ms: AtomicI64::new(0),
+            stranded_round: AtomicBool::new(false),
         }
+    }
+
+    /// Claims the next round of asking about in-doubt transactions if it is due at `now_ms`;
+    /// false if not due or one is running.
+    pub(crate) fn claim_stranded_round(&self, now_ms: i64) -> bool {
+        self.stranded_next_ms.load(Ordering::Acquire) <= now_ms
+            && self
+                .stranded_round
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// Ends a round; the next one is due at `next_ms`.
+    pub(crate) fn end_stranded_round(&self, next_ms: i64) {
+        self.stranded_next_ms.store(next_ms, Ordering::Release);
+        self.stranded_round.store(false, Ordering::Release);
     }
 
     /// The log, locked, unless the partition was deleted. Held only for the duration of one

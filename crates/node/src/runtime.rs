@@ -1238,7 +1238,8 @@ const TXN_COORDINATOR_TICK_MS: u64 = 500;
 /// The transaction coordinator's timers: every [`TXN_COORDINATOR_TICK_MS`], drive prepared
 /// transactions to completion (after a failover, or a marker round that gave up); every
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`, abort those past their
-/// timeout.
+/// timeout; and settle the transactions an unclean recovery left in doubt on partitions led
+/// here (`broker::stranded`).
 fn txn_coordinator_timers(
     broker: Arc<Broker>,
     stop: CancellationToken,
@@ -1271,6 +1272,11 @@ fn txn_coordinator_timers(
                                 broker.complete_transaction(&item.scope, &item.id).await;
                             }
                         });
+                    }
+                    // Partitions holding transactions an unclean recovery stranded.
+                    for partition in broker.stranded_rounds_due() {
+                        let broker = broker.clone();
+                        tokio::spawn(async move { broker.settle_stranded(partition).await });
                     }
                 }
             }

@@ -482,6 +482,7 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
             id,
             tps,
             count,
+            v2,
             end,
             expect,
         } => {
@@ -491,11 +492,11 @@ fn perform(sim: &mut Sim, step: &Step) -> Result<(), String> {
                 TxnStepEnd::Open => None,
             };
             let write = Some((tps.iter().map(tp_of).collect(), *count));
-            let outcome = sim.txn(id, write, end).map_err(err)?;
+            let outcome = sim.txn(id, *v2, write, end).map_err(err)?;
             txn_expected(outcome, *expect)
         }
         Step::TxnEnd { id, commit, expect } => {
-            let outcome = sim.txn(id, None, Some(*commit)).map_err(err)?;
+            let outcome = sim.txn(id, false, None, Some(*commit)).map_err(err)?;
             txn_expected(outcome, *expect)
         }
         Step::AlterConfig {

@@ -300,14 +300,15 @@ pub enum Step {
     /// `consume-committed <tp>`: read the partition from its leader with
     /// `isolation_level=read_committed`, up to its last stable offset.
     ConsumeCommitted(Tp),
-    /// `txn <id> <tp>[,<tp>...] [count=<n>] commit|abort|open [expect=<outcome>]`: the
-    /// transactional producer `<id>` (its `transactional.id`; initialized on first use) writes
-    /// `count` records (default 1) to each partition in one transaction, then commits it,
-    /// aborts it, or leaves it open.
+    /// `txn <id> <tp>[,<tp>...] [count=<n>] [v2] commit|abort|open [expect=<outcome>]`: the
+    /// transactional producer `<id>` (its `transactional.id`; initialized on first use,
+    /// speaking transactions v2 if `v2` is given then) writes `count` records (default 1) to
+    /// each partition in one transaction, then commits it, aborts it, or leaves it open.
     Txn {
         id: String,
         tps: Vec<Tp>,
         count: u32,
+        v2: bool,
         end: TxnStepEnd,
         expect: TxnOutcome,
     },
@@ -1245,7 +1246,7 @@ impl Parser {
 
     fn txn(&self, args: &[&str]) -> Res<Step> {
         const USAGE: &str = "txn <id> <topic>/<partition>[,<topic>/<partition>...] [count=<n>] \
-                             commit|abort|open [expect=ok|fenced|failed]";
+                             [v2] commit|abort|open [expect=ok|fenced|failed]";
         let [id, tps, rest @ ..] = args else {
             return Err(format!("incomplete, expected `{USAGE}`"));
         };
@@ -1257,9 +1258,11 @@ impl Parser {
         if tps.iter().collect::<HashSet<_>>().len() != tps.len() {
             return Err("a partition is named twice".to_string());
         }
-        let (mut count, mut end, mut expect) = (1, None, TxnOutcome::Ok);
+        let (mut count, mut end, mut expect, mut v2) = (1, None, TxnOutcome::Ok, false);
         for word in rest {
             match *word {
+                "v2" if v2 => return Err("`v2` is given twice".to_string()),
+                "v2" => v2 = true,
                 "commit" | "abort" | "open" if end.is_some() => {
                     return Err(format!("`{word}`: the transaction's end is given twice"))
                 }
@@ -1283,6 +1286,7 @@ impl Parser {
             id,
             tps,
             count,
+            v2,
             end,
             expect,
         })
@@ -1983,6 +1987,7 @@ impl fmt::Display for Step {
                 id,
                 tps,
                 count,
+                v2,
                 end,
                 expect,
             } => {
@@ -1992,9 +1997,10 @@ impl fmt::Display for Step {
                     TxnStepEnd::Abort => "abort",
                     TxnStepEnd::Open => "open",
                 };
+                let v2 = if *v2 { " v2" } else { "" };
                 write!(
                     f,
-                    "txn {id} {} count={count} {end} expect={expect}",
+                    "txn {id} {} count={count}{v2} {end} expect={expect}",
                     tps.join(",")
                 )
             }
@@ -2903,16 +2909,18 @@ mod tests {
                 id: "tx".into(),
                 tps: vec![tp(0), tp(1)],
                 count: 5,
+                v2: false,
                 end: TxnStepEnd::Commit,
                 expect: TxnOutcome::Ok,
             }
         );
         assert_eq!(
-            step("txn z t/1 open expect=fenced"),
+            step("txn z t/1 v2 open expect=fenced"),
             Step::Txn {
                 id: "z".into(),
                 tps: vec![tp(1)],
                 count: 1,
+                v2: true,
                 end: TxnStepEnd::Open,
                 expect: TxnOutcome::Fenced,
             }

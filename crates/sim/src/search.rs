@@ -77,6 +77,8 @@ pub struct Swarm {
     /// A transactional workload too (issue 23): a transactional producer committing and
     /// aborting transactions over both partitions and a read_committed consumer.
     pub txn: bool,
+    /// That producer speaks transactions v2 (KIP-890 part 2) rather than v1.
+    pub txn_v2: bool,
 }
 
 impl Swarm {
@@ -111,6 +113,8 @@ impl Swarm {
             disk: rng.gen_bool(DISK_FAULT_SHARE),
             // After the storage faults, for the same reason.
             txn: rng.gen_bool(TXN_SHARE),
+            // Last again: the v1 workloads stay what they were.
+            txn_v2: rng.gen_bool(0.5),
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -152,7 +156,11 @@ impl fmt::Display for Swarm {
             kinds.join(" "),
             self.fault_gap.as_millis(),
             self.acks_all_share * 100.0,
-            if self.txn { " transactions," } else { "" },
+            match (self.txn, self.txn_v2) {
+                (false, _) => "",
+                (true, false) => " transactions,",
+                (true, true) => " transactions v2,",
+            },
             self.lossy_broker,
             self.strategy,
             self.latency.min_us,
@@ -296,6 +304,9 @@ fn run_seed_inner(
     // (aborting the rest) over one or both partitions, and a read_committed consumer.
     let txn_workload = if swarm.txn {
         let mut producer = TxnProducer::new(sim.client("txn-producer"), "search-txn");
+        if swarm.txn_v2 {
+            producer = producer.transactions_v2();
+        }
         let stop_p = stop.clone();
         let net = sim.world.net.clone();
         let mut rng = StdRng::seed_from_u64(seed ^ 0x7478_6e73);

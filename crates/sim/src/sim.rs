@@ -367,18 +367,20 @@ impl Sim {
         Ok(done)
     }
 
-    /// Runs one step of transactional producer `id` (created and initialized on first use):
-    /// `Some((tps, count, commit))` writes `count` records to each partition in a new
+    /// Runs one step of transactional producer `id` (created and initialized on first use,
+    /// speaking transactions v2 if `v2` then): `Some((tps, count, commit))` writes `count` records to each partition in a new
     /// transaction (or the open one) and ends it (`commit: None` leaves it open); `None` ends
     /// the open transaction (`end_commit`).
     pub fn txn(
         &mut self,
         id: &str,
+        v2: bool,
         write: Option<(Vec<Tp>, u32)>,
         end: Option<bool>,
     ) -> anyhow::Result<Result<(), TxnError>> {
         let mut producer = match self.txn_producers.remove(id) {
             Some(p) => p,
+            None if v2 => TxnProducer::new(self.client(&format!("txn-{id}")), id).transactions_v2(),
             None => TxnProducer::new(self.client(&format!("txn-{id}")), id),
         };
         let net = self.world.net.clone();

@@ -241,12 +241,16 @@ fn fencing(code: i16) -> bool {
     matches!(code, INVALID_PRODUCER_EPOCH | PRODUCER_FENCED)
 }
 
-/// A transactional producer (Kafka's transactions v1 client protocol: it adds each partition
-/// with AddPartitionsToTxn before its first transactional Produce, which the partition leader
-/// verifies with the coordinator).
+/// A transactional producer. With Kafka's transactions v1 client protocol it adds each
+/// partition with AddPartitionsToTxn before its first transactional Produce, which the
+/// partition leader verifies with the coordinator; with v2 (KIP-890 part 2, `v2`) it sends
+/// Produce v12, whose leader adds the partition itself, and EndTxn v5, whose answer carries the
+/// epoch bumped by every transaction end.
 pub struct TxnProducer {
     client: Client,
     pub transactional_id: String,
+    /// Transactions v2.
+    pub v2: bool,
     coordinator: Option<i32>,
     producer: Option<(i64, i16)>,
     sequences: BTreeMap<Tp, i32>,
@@ -259,11 +263,18 @@ impl TxnProducer {
         TxnProducer {
             client,
             transactional_id: transactional_id.to_string(),
+            v2: false,
             coordinator: None,
             producer: None,
             sequences: BTreeMap::new(),
             current: None,
         }
+    }
+
+    /// The same producer speaking transactions v2.
+    pub fn transactions_v2(mut self) -> TxnProducer {
+        self.v2 = true;
+        self
     }
 
     /// The producer id and epoch, once initialized.
@@ -416,6 +427,13 @@ impl TxnProducer {
         if added.contains(tp) {
             return Ok(());
         }
+        if self.v2 {
+            // The partition leader adds it when the first Produce arrives.
+            if let Some((_, added)) = &mut self.current {
+                added.insert(tp.clone());
+            }
+            return Ok(());
+        }
         let (pid, epoch) = self.producer.expect("begin initialized the producer");
         let request = AddPartitionsToTxnRequest::default()
             .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_string(
@@ -519,8 +537,11 @@ impl TxnProducer {
                 tokio::time::sleep(RETRY_BACKOFF).await;
                 continue;
             };
-            let response: Option<ProduceResponse> =
-                self.client.call(leader, ApiKey::Produce, 9, &request).await;
+            let version = if self.v2 { 12 } else { 9 };
+            let response: Option<ProduceResponse> = self
+                .client
+                .call(leader, ApiKey::Produce, version, &request)
+                .await;
             let outcome = response.and_then(|r| {
                 let p = r.responses.first()?.partition_responses.first()?;
                 Some((p.error_code, p.base_offset))
@@ -569,8 +590,9 @@ impl TxnProducer {
         }
     }
 
-    /// Ends the open transaction (EndTxn v3); the producer notes in the oracle that the end
-    /// was sent before sending it, and that it was acknowledged after.
+    /// Ends the open transaction (EndTxn v3; v5 with transactions v2, taking the bumped epoch
+    /// it answers); the producer notes in the oracle that the end was sent before sending it,
+    /// and that it was acknowledged after.
     pub async fn end(&mut self, commit: bool, deadline_us: u64) -> Result<(), TxnError> {
         let Some((key, _)) = self.current.clone() else {
             return Err(TxnError::Failed("no open transaction".into()));
@@ -594,7 +616,7 @@ impl TxnProducer {
         let result = self
             .coordinator_call(
                 ApiKey::EndTxn,
-                3,
+                if self.v2 { 5 } else { 3 },
                 &request,
                 |r: &EndTxnResponse| r.error_code,
                 deadline_us,
@@ -602,6 +624,12 @@ impl TxnProducer {
             .await;
         match result {
             Ok(r) if r.error_code == 0 => {
+                if self.v2 && (r.producer_id.0, r.producer_epoch) != (pid, epoch) {
+                    // Every end bumps the epoch (or moves to a new producer id): sequences
+                    // start over.
+                    self.producer = Some((r.producer_id.0, r.producer_epoch));
+                    self.sequences.clear();
+                }
                 self.set_end(
                     &key,
                     if commit {

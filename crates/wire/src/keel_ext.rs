@@ -25,6 +25,17 @@
 //! BrokerHeartbeatRequest v0+ (top level)
 //!   tag 10000  LostReplicas [TopicId uuid, Partition int32, PartitionEpoch int32, Reason int8]
 //!                                       replicas the running broker lost ([`LostReplicaEntry`])
+//! ListTransactionsRequest v0+ (top level)
+//!   tag 10000  StrandedTransactions [ProducerId int64, ProducerEpoch int16, Topic compact
+//!                                   string, Partition int32]
+//!                                       transactions left open on a partition whose leader an
+//!                                       unclean recovery elected ([`StrandedTxn`])
+//! ListTransactionsResponse v0+ (top level)
+//!   tag 10000  Resolutions [ProducerId int64, ProducerEpoch int16, Topic compact string,
+//!                           Partition int32, Outcome int8, MarkerEpoch int16,
+//!                           CoordinatorEpoch int32]
+//!                                       what this broker's coordinator knows of them
+//!                                       ([`TxnResolution`])
 //! ```
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -42,6 +53,10 @@ pub const PARTITION_STATUS_TAG: i32 = KEEL_TAG_BASE;
 pub const LOST_REPLICAS_TAG: i32 = KEEL_TAG_BASE;
 /// `DescribeLogDirsResponse.Results[].KeelStatus`.
 pub const LOG_DIR_STATUS_TAG: i32 = KEEL_TAG_BASE;
+/// `ListTransactionsRequest.StrandedTransactions`.
+pub const STRANDED_TXNS_TAG: i32 = KEEL_TAG_BASE;
+/// `ListTransactionsResponse.Resolutions`.
+pub const TXN_RESOLUTIONS_TAG: i32 = KEEL_TAG_BASE;
 
 /// ElectLeaders' `ErrorMessage` for a partition where an unclean election started KIP-966's
 /// unclean recovery instead of electing at once (error code 0; the leader follows when the
@@ -390,6 +405,187 @@ pub fn decode_lost_replicas(bytes: &Bytes, max: usize) -> Result<Vec<LostReplica
     Ok(entries)
 }
 
+/// A transaction open on a partition whose leader an unclean recovery elected: its marker may
+/// have been lost with the previous leader's log, so the partition asks the coordinators.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StrandedTxn {
+    pub producer_id: i64,
+    /// The epoch of the transaction's records.
+    pub producer_epoch: i16,
+    pub topic: String,
+    pub partition: i32,
+}
+
+/// What a coordinator knows of a [`StrandedTxn`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOutcome {
+    /// Still open at the coordinator, or being ended: its own markers will come.
+    Live,
+    /// Decided: committed.
+    Committed,
+    /// Decided: aborted.
+    Aborted,
+}
+
+/// A coordinator's answer for one [`StrandedTxn`]: the outcome, and for a decided one the
+/// producer epoch and coordinator epoch its markers carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnResolution {
+    pub txn: StrandedTxn,
+    pub outcome: TxnOutcome,
+    pub marker_epoch: i16,
+    pub coordinator_epoch: i32,
+}
+
+fn put_compact_string(buf: &mut BytesMut, s: &str) {
+    put_uvarint(buf, s.len() as u64 + 1);
+    buf.put_slice(s.as_bytes());
+}
+
+fn get_compact_string(buf: &mut Bytes, tag: i32) -> Result<String, ExtError> {
+    let n = get_uvarint(buf, tag)?;
+    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "null string",
+        });
+    };
+    if n > buf.remaining() {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "string longer than the field",
+        });
+    }
+    let bytes = buf.split_to(n);
+    String::from_utf8(bytes.to_vec()).map_err(|_| ExtError::Malformed {
+        tag,
+        what: "string is not UTF-8",
+    })
+}
+
+fn put_stranded(buf: &mut BytesMut, t: &StrandedTxn) {
+    buf.put_i64(t.producer_id);
+    buf.put_i16(t.producer_epoch);
+    put_compact_string(buf, &t.topic);
+    buf.put_i32(t.partition);
+}
+
+fn get_stranded(buf: &mut Bytes, tag: i32) -> Result<StrandedTxn, ExtError> {
+    let short = ExtError::Malformed {
+        tag,
+        what: "entry longer than the field",
+    };
+    if buf.remaining() < 10 {
+        return Err(short);
+    }
+    let producer_id = buf.get_i64();
+    let producer_epoch = buf.get_i16();
+    let topic = get_compact_string(buf, tag)?;
+    if buf.remaining() < 4 {
+        return Err(short);
+    }
+    Ok(StrandedTxn {
+        producer_id,
+        producer_epoch,
+        topic,
+        partition: buf.get_i32(),
+    })
+}
+
+/// The count of a compact array, at most `max` (checked before anything is allocated).
+fn get_count(buf: &mut Bytes, tag: i32, max: usize) -> Result<usize, ExtError> {
+    let n = get_uvarint(buf, tag)?;
+    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "null array",
+        });
+    };
+    if n > max.min(ARRAY_MAX) {
+        return Err(ExtError::Malformed {
+            tag,
+            what: "more entries than allowed",
+        });
+    }
+    Ok(n)
+}
+
+/// `StrandedTransactions` as a tagged field's bytes.
+pub fn encode_stranded_txns(txns: &[StrandedTxn]) -> Bytes {
+    let mut buf = BytesMut::new();
+    put_uvarint(&mut buf, txns.len() as u64 + 1);
+    for t in txns {
+        put_stranded(&mut buf, t);
+    }
+    buf.freeze()
+}
+
+/// `StrandedTransactions` from a tagged field's bytes; at most `max` entries are accepted.
+pub fn decode_stranded_txns(bytes: &Bytes, max: usize) -> Result<Vec<StrandedTxn>, ExtError> {
+    let tag = STRANDED_TXNS_TAG;
+    let mut buf = bytes.clone();
+    let n = get_count(&mut buf, tag, max)?;
+    let mut txns = Vec::with_capacity(n.min(buf.remaining() / 15));
+    for _ in 0..n {
+        txns.push(get_stranded(&mut buf, tag)?);
+    }
+    finished(&buf, tag)?;
+    Ok(txns)
+}
+
+/// `Resolutions` as a tagged field's bytes.
+pub fn encode_txn_resolutions(resolutions: &[TxnResolution]) -> Bytes {
+    let mut buf = BytesMut::new();
+    put_uvarint(&mut buf, resolutions.len() as u64 + 1);
+    for r in resolutions {
+        put_stranded(&mut buf, &r.txn);
+        buf.put_i8(match r.outcome {
+            TxnOutcome::Live => 0,
+            TxnOutcome::Committed => 1,
+            TxnOutcome::Aborted => 2,
+        });
+        buf.put_i16(r.marker_epoch);
+        buf.put_i32(r.coordinator_epoch);
+    }
+    buf.freeze()
+}
+
+/// `Resolutions` from a tagged field's bytes; at most `max` entries are accepted.
+pub fn decode_txn_resolutions(bytes: &Bytes, max: usize) -> Result<Vec<TxnResolution>, ExtError> {
+    let tag = TXN_RESOLUTIONS_TAG;
+    let mut buf = bytes.clone();
+    let n = get_count(&mut buf, tag, max)?;
+    let mut out = Vec::with_capacity(n.min(buf.remaining() / 22));
+    for _ in 0..n {
+        let txn = get_stranded(&mut buf, tag)?;
+        if buf.remaining() < 7 {
+            return Err(ExtError::Malformed {
+                tag,
+                what: "entry longer than the field",
+            });
+        }
+        let outcome = match buf.get_i8() {
+            0 => TxnOutcome::Live,
+            1 => TxnOutcome::Committed,
+            2 => TxnOutcome::Aborted,
+            _ => {
+                return Err(ExtError::Malformed {
+                    tag,
+                    what: "unknown outcome",
+                })
+            }
+        };
+        out.push(TxnResolution {
+            txn,
+            outcome,
+            marker_epoch: buf.get_i16(),
+            coordinator_epoch: buf.get_i32(),
+        });
+    }
+    finished(&buf, tag)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
 
@@ -494,5 +690,61 @@ mod tests {
         assert!(decode_desired_leaders(&Bytes::from_static(&[0x80])).is_err());
         assert!(decode_desired_leaders(&Bytes::from_static(&[0])).is_err());
         assert!(decode_recovery_mode(&Bytes::from_static(&[2])).is_err());
+    }
+
+    // Stranded transactions and their resolutions round-trip; hostile counts, short entries,
+    // unknown outcomes and trailing bytes are refused.
+    #[test]
+    fn stranded_transactions_and_resolutions_round_trip_and_bounds() {
+        let txns = vec![
+            StrandedTxn {
+                producer_id: 4000,
+                producer_epoch: 7,
+                topic: "orders".into(),
+                partition: 2,
+            },
+            StrandedTxn {
+                producer_id: 1,
+                producer_epoch: 0,
+                topic: String::new(),
+                partition: 0,
+            },
+        ];
+        let bytes = encode_stranded_txns(&txns);
+        assert_eq!(decode_stranded_txns(&bytes, 10), Ok(txns.clone()));
+        assert!(decode_stranded_txns(&bytes, 1).is_err(), "over the bound");
+        assert!(decode_stranded_txns(&bytes.slice(..bytes.len() - 1), 10).is_err());
+        let mut trailing = BytesMut::from(&bytes[..]);
+        trailing.put_u8(0);
+        assert!(decode_stranded_txns(&trailing.freeze(), 10).is_err());
+        let mut hostile = BytesMut::new();
+        put_uvarint(&mut hostile, u64::from(u32::MAX));
+        assert!(decode_stranded_txns(&hostile.clone().freeze(), usize::MAX).is_err());
+
+        let resolutions = vec![
+            TxnResolution {
+                txn: txns[0].clone(),
+                outcome: TxnOutcome::Committed,
+                marker_epoch: 8,
+                coordinator_epoch: 3,
+            },
+            TxnResolution {
+                txn: txns[1].clone(),
+                outcome: TxnOutcome::Live,
+                marker_epoch: -1,
+                coordinator_epoch: -1,
+            },
+        ];
+        let bytes = encode_txn_resolutions(&resolutions);
+        assert_eq!(decode_txn_resolutions(&bytes, 10), Ok(resolutions));
+        assert!(decode_txn_resolutions(&bytes.slice(..bytes.len() - 2), 10).is_err());
+        assert!(decode_txn_resolutions(&hostile.freeze(), usize::MAX).is_err());
+        let mut unknown = BytesMut::new();
+        put_uvarint(&mut unknown, 2);
+        put_stranded(&mut unknown, &txns[0]);
+        unknown.put_i8(9);
+        unknown.put_i16(0);
+        unknown.put_i32(0);
+        assert!(decode_txn_resolutions(&unknown.freeze(), 10).is_err());
     }
 }

@@ -316,3 +316,59 @@ fn open_transactions_survive_snapshots_and_expiry() {
     let entry = log.producer_states().get(5).unwrap();
     assert_eq!(entry.current_txn_first_offset, Some(Offset(0)));
 }
+
+// A transaction held in doubt (a leader an unclean recovery elected) keeps its producer's
+// batches out, transactional or not, so nothing joins it; a later transaction's marker (two
+// epochs up) appends nothing and is answered at once; its own marker (one epoch up, as a v2
+// coordinator bumps it) ends it and lets the producer write again. Marks are per producer.
+#[test]
+fn an_in_doubt_transaction_admits_only_its_own_marker() {
+    let storage = MemStorage::new();
+    let mut log = open_log(&storage, config(), true, 0);
+    append(&mut log, &txn_batch(7, 0, 2)); // 0..=1, epoch 0
+    append(&mut log, &txn_batch(8, 0, 1)); // 2
+    assert!(log.transactions_in_doubt().is_empty());
+    let marked = log.mark_transactions_in_doubt();
+    assert_eq!(marked, vec![(7, 0, Offset(0)), (8, 0, Offset(2))]);
+    assert_eq!(log.transactions_in_doubt(), marked);
+
+    let mut later = txn_batch(7, 0, 1);
+    set_producer(&mut later, 7, 2, 0);
+    for batch in [txn_batch(7, 2, 1), later, idempotent_batch(7, 2)] {
+        assert!(matches!(
+            log.append_as_leader(&batch, LeaderEpoch(0), 1_000),
+            Err(LogError::InvalidTxnState {
+                producer_id: 7,
+                first_offset: Offset(0)
+            })
+        ));
+    }
+    assert_eq!(log.log_end_offset(), Offset(3), "nothing appended");
+
+    let skipped = log
+        .append_marker_as_leader(7, 2, marker(ControlType::Abort, 1), LeaderEpoch(0), 0)
+        .unwrap();
+    assert!(skipped.duplicate);
+    assert_eq!(
+        skipped.last_offset,
+        Offset(2),
+        "answered once the current end is committed"
+    );
+    assert_eq!(log.log_end_offset(), Offset(3));
+    assert_eq!(log.last_stable_offset(Offset(3)), Offset(0), "still open");
+
+    let commit = log
+        .append_marker_as_leader(7, 1, marker(ControlType::Commit, 1), LeaderEpoch(0), 0)
+        .unwrap();
+    assert_eq!(commit.first_offset, Offset(3));
+    assert_eq!(log.transactions_in_doubt(), vec![(8, 0, Offset(2))]);
+    assert!(log.aborted_transactions(Offset(0), Offset(4)).is_empty());
+    let mut next = txn_batch(7, 0, 1);
+    set_producer(&mut next, 7, 1, 0);
+    append(&mut log, &next);
+
+    // Settled as live: the producer's batches are taken again.
+    log.clear_transaction_in_doubt(8);
+    append(&mut log, &txn_batch(8, 1, 1));
+    assert!(log.transactions_in_doubt().is_empty());
+}

@@ -41,8 +41,24 @@ impl Log {
                 reason: format!("leader epoch {leader_epoch} is negative"),
             });
         }
-        self.producers
+        let check = self
+            .producers
             .check_marker(producer_id, producer_epoch, &marker)?;
+        if check == crate::producer_state::MarkerCheck::NotForThisPartition {
+            tracing::info!(dir = %self.dir.display(), producer_id, producer_epoch,
+                "a later transaction's marker for a producer whose transaction here is in doubt: nothing appended");
+            let end = self.log_end_offset();
+            return Ok(AppendInfo {
+                first_offset: end,
+                last_offset: Offset(end.0 - 1),
+                max_timestamp: None,
+                log_append_time_ms: None,
+                record_count: 0,
+                batch_count: 0,
+                size_bytes: 0,
+                duplicate: true,
+            });
+        }
         let mut batch = marker.to_batch(producer_id, producer_epoch, now_ms);
         let first_offset = self.log_end_offset();
         crate::batch::set_base_offset(&mut batch, first_offset);
@@ -86,6 +102,31 @@ impl Log {
                 self.aborted.insert(entry.last_offset, entry);
             }
         }
+    }
+
+    /// Holds every open transaction in doubt: see [`crate::ProducerStates::mark_in_doubt`].
+    pub fn mark_transactions_in_doubt(&mut self) -> Vec<(i64, i16, Offset)> {
+        self.producers.mark_in_doubt()
+    }
+
+    /// The transactions held in doubt: (producer, epoch of its records, first offset).
+    pub fn transactions_in_doubt(&self) -> Vec<(i64, i16, Offset)> {
+        self.producers.in_doubt()
+    }
+
+    /// Whether any transaction is held in doubt (cheap: no allocation).
+    pub fn has_transactions_in_doubt(&self) -> bool {
+        self.producers.has_in_doubt()
+    }
+
+    /// See [`crate::ProducerStates::clear_in_doubt`].
+    pub fn clear_transaction_in_doubt(&mut self, producer_id: i64) {
+        self.producers.clear_in_doubt(producer_id);
+    }
+
+    /// See [`crate::ProducerStates::clear_all_in_doubt`].
+    pub fn clear_transactions_in_doubt(&mut self) {
+        self.producers.clear_all_in_doubt();
     }
 
     /// The first offset of the oldest transaction not yet stable at `high_watermark` (open,

@@ -459,6 +459,11 @@ impl Broker {
                 Ok(mut leader) => {
                     info!(partition = %partition.tp, leader_epoch = meta.leader_epoch.0,
                         isr = ?meta.isr, "became leader");
+                    if state.leader_recovery_state
+                        == keel_controller::types::LeaderRecoveryState::Recovering
+                    {
+                        self.hold_stranded_transactions(partition, meta.leader_epoch.0);
+                    }
                     // A leader alone in its ISR (at min ISR) commits its log at once.
                     commands.extend(leader.tick(now));
                     *replica = Replica::Leader(Box::new(leader));
@@ -489,7 +494,11 @@ impl Broker {
                 }
                 commands.extend(leader.on_partition_metadata(&meta, now));
                 let (log_end_offset, high_watermark) = match partition.lock_log() {
-                    Ok(log) => (log.log_end_offset(), partition.high_watermark()),
+                    Ok(mut log) => {
+                        // In-doubt marks are the leader's: a follower checks nothing.
+                        log.clear_transactions_in_doubt();
+                        (log.log_end_offset(), partition.high_watermark())
+                    }
                     Err(_) => return commands,
                 };
                 match FollowerPartition::new(

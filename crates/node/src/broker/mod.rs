@@ -27,6 +27,8 @@ mod producer_ids;
 mod replication;
 pub mod scrubber;
 mod storage_faults;
+mod stranded;
+pub use stranded::STRANDED_MAX;
 
 pub use storage_faults::OfflineLogDir;
 

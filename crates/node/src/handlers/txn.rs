@@ -30,6 +30,7 @@ use keel_wire::kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use keel_wire::kafka_protocol::messages::*;
+use keel_wire::keel_ext;
 use keel_wire::ResponseError;
 
 use super::str_bytes;
@@ -610,8 +611,31 @@ pub fn list(
                 .with_transaction_state(str_bytes(m.state.name()))
         })
         .collect();
-    ListTransactionsResponse::default()
+    let response = ListTransactionsResponse::default()
         .with_error_code(0)
         .with_unknown_state_filters(unknown)
-        .with_transaction_states(states)
+        .with_transaction_states(states);
+    // Keel's question from a partition leader an unclean recovery elected: what this broker's
+    // coordinator knows of the transactions open there (`broker::stranded`).
+    let Some(asked) = request
+        .unknown_tagged_fields
+        .get(&keel_ext::STRANDED_TXNS_TAG)
+    else {
+        return response;
+    };
+    if !authz.cluster(AclOperation::ClusterAction) {
+        return ListTransactionsResponse::default()
+            .with_error_code(ResponseError::ClusterAuthorizationFailed.code());
+    }
+    match keel_ext::decode_stranded_txns(asked, crate::broker::STRANDED_MAX) {
+        Ok(stranded) => {
+            let answers = broker.resolve_stranded_transactions(&stranded);
+            response.with_unknown_tagged_field(
+                keel_ext::TXN_RESOLUTIONS_TAG,
+                keel_ext::encode_txn_resolutions(&answers),
+            )
+        }
+        Err(_) => ListTransactionsResponse::default()
+            .with_error_code(ResponseError::InvalidRequest.code()),
+    }
 }

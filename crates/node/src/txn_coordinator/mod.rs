@@ -20,12 +20,14 @@
 //! which fences their producer.
 //!
 //! Modules: [`state`] (one transactional id's state machine, Kafka's transitions),
-//! [`records`] (the topic's key and value layout, Kafka's own) and [`markers`]. The request
+//! [`records`] (the topic's key and value layout, Kafka's own), [`markers`] and [`resolve`]
+//! (what the coordinator knows of a transaction an unclean recovery stranded). The request
 //! handlers are in `crate::handlers::txn`.
 
 pub mod api;
 pub mod markers;
 pub mod records;
+pub mod resolve;
 pub mod state;
 
 use std::collections::{BTreeMap, BTreeSet};
