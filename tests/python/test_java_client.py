@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 JAVA_DIR = REPO / "tests" / "java"
 CACHE = REPO / "tests" / ".cache" / "java"
 RECORDS_PER_COMPRESSION = 2000
-JAVA_PROGRAMS = ["KeelJavaClientCheck", "KeelIdempotentProducer", "KeelTransactions", "KeelTransactionsChaos"]
+JAVA_PROGRAMS = ["KeelJavaClientCheck", "KeelIdempotentProducer", "KeelTransactions", "KeelTransactionsChaos",
+                 "KeelTransactionsEtlChaos"]
 
 
 def build_check() -> tuple[Path, str]:

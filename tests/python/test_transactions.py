@@ -15,7 +15,7 @@ import time
 import confluent_kafka as ck
 
 import kafka_wire as w
-from clients import CONFLUENT_CONSUMER, RDKAFKA_LOG, create_topic, unique_topic
+from clients import CONFLUENT_CONSUMER, RDKAFKA_LOG, Rec, confluent_produce, create_topic, unique_topic
 
 TS = 1_700_000_000_000
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
@@ -278,45 +278,84 @@ def test_transactions_survive_a_kill9_of_the_coordinator_and_leaders(cluster):
         assert got[part] == want, f"partition {part}: {got[part]} != {want}"
 
 
-def test_java_transactions_survive_a_kill9_of_the_coordinator(cluster):
-    """The Java client (tests/java/KeelTransactionsChaos.java, transactions v2) commits 40
-    transactions of one record per partition, every fourth aborted, while the broker coordinating
-    its transactional id is killed with -9 (at the 10th) and restarted (at the 25th). Timed-out
-    commits are called again, as the client's contract says; read_committed then reads exactly the
-    records of the transactions the producer saw committed, in order, and none of an aborted one."""
+def _java_rounds(args: list[str], on_round, done: str) -> None:
+    """Runs one of tests/java's programs, calling `on_round(n)` for each "ROUND <n>" it prints, and
+    requires it to exit 0 having printed `done`."""
     import subprocess
     import threading
 
     from test_java_client import build_check
 
     classes, classpath = build_check()
-    c = cluster("txn-java-kill9")
-    topic = unique_topic("txn-java-kill9")
-    c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
-    txn_id = unique_topic("txn-java-kill9-id")
-    app = subprocess.Popen(["java", "-cp", f"{classes}:{classpath}", "KeelTransactionsChaos", c.live_bootstrap,
-                            topic, txn_id, "40"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    app = subprocess.Popen(["java", "-cp", f"{classes}:{classpath}", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     watchdog = threading.Timer(300, app.kill)
     watchdog.start()
     output: list[str] = []
-    victim: list[int] = []
     try:
         for line in app.stdout:
             output.append(line)
-            if line.strip() == "ROUND 10":
-                index = java_string_hash_partition(txn_id, 50)
-                victim.append(c.partition_state("__transaction_state")[index].leader)
-                c.kill9(victim[0])
-            elif line.strip() == "ROUND 25":
-                c.restart(victim[0])
+            if line.startswith("ROUND "):
+                on_round(int(line.split()[1]))
         app.wait(30)
     finally:
         watchdog.cancel()
         if app.poll() is None:
             app.kill()
     text = "".join(output)
-    assert victim, f"the coordinator was never killed:\n{text[-3000:]}"
-    assert app.returncode == 0 and "JAVA-TXN-CHAOS-OK" in text, f"exit {app.returncode}\n{text[-4000:]}"
+    assert app.returncode == 0 and done in text, f"exit {app.returncode}\n{text[-4000:]}"
+
+
+def _kill_coordinator_then_restart(c, txn_id: str, kill_at: int, restart_at: int):
+    """An `on_round` that kills -9 the broker coordinating `txn_id` at round `kill_at` and
+    restarts it at `restart_at`; returns it and the list the victim is put in."""
+    victim: list[int] = []
+
+    def on_round(n: int) -> None:
+        if n == kill_at:
+            index = java_string_hash_partition(txn_id, 50)
+            victim.append(c.partition_state("__transaction_state")[index].leader)
+            c.kill9(victim[0])
+        elif n == restart_at and victim:
+            c.restart(victim[0])
+
+    return on_round, victim
+
+
+def test_java_transactions_survive_a_kill9_of_the_coordinator(cluster):
+    """The Java client (tests/java/KeelTransactionsChaos.java, transactions v2) commits 40
+    transactions of one record per partition, every fourth aborted, while the broker coordinating
+    its transactional id is killed with -9 (at the 10th) and restarted (at the 25th). Timed-out
+    commits are called again, as the client's contract says; read_committed then reads exactly the
+    records of the transactions the producer saw committed, in order, and none of an aborted one."""
+    c = cluster("txn-java-kill9")
+    topic = unique_topic("txn-java-kill9")
+    c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    txn_id = unique_topic("txn-java-kill9-id")
+    on_round, victim = _kill_coordinator_then_restart(c, txn_id, 10, 25)
+    _java_rounds(["KeelTransactionsChaos", c.live_bootstrap, topic, txn_id, "40"], on_round, "JAVA-TXN-CHAOS-OK")
+    assert victim, "the coordinator was never killed"
+
+
+def test_java_consume_transform_produce_survives_a_kill9_of_the_coordinator(cluster):
+    """The Java client's consume-transform-produce (tests/java/KeelTransactionsEtlChaos.java):
+    600 input records over three partitions are copied in transactions of at most 25 records, each
+    carrying the consumer's next positions (sendOffsetsToTransaction), every fifth aborted and
+    redone, while the broker coordinating the transactional id is killed with -9 (round 3) and
+    restarted (round 12). The group's committed offsets end at the input's end and read_committed
+    reads every input record exactly once in the output, in order."""
+    c = cluster("txn-java-etl")
+    source, sink = unique_topic("txn-etl-in"), unique_topic("txn-etl-out")
+    for topic in (source, sink):
+        c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})
+    now_ms = int(time.time() * 1000)
+    confluent_produce(c.bootstrap, source, [Rec(partition=n % 3, key=None, value=f"in-{n}".encode(),
+                                                timestamp_ms=now_ms + n) for n in range(600)])
+    txn_id = unique_topic("txn-java-etl-id")
+    on_round, victim = _kill_coordinator_then_restart(c, txn_id, 3, 12)
+    _java_rounds(["KeelTransactionsEtlChaos", c.live_bootstrap, source, sink, unique_topic("txn-etl-group"), txn_id],
+                 on_round, "JAVA-ETL-CHAOS-OK")
+    assert victim, "the coordinator was never killed"
 
 
 def test_kafka_transactions_tool_lists_describes_and_aborts(broker):
