@@ -21,8 +21,11 @@
 //!    `baseTimestamp` with attribute bit 6) not to have passed. Records without a key are
 //!    dropped (Kafka refuses them on compacted topics). Transactions are handled as by Kafka's
 //!    cleaner: the records of an aborted transaction (by the aborted-transaction index) are
-//!    removed and never enter the map; a committed transaction's are compacted like any;
-//!    markers are kept. Filtered batches keep their base offset,
+//!    removed and never enter the map; a committed transaction's are compacted like any. A
+//!    COMMIT or ABORT marker goes once no batch of its transaction is left (the pass that
+//!    finds none of them before it gives it a delete horizon, as for a tombstone; a pass after
+//!    the horizon removes it), unless it is its producer's last entry (it holds the producer's
+//!    epoch, which fences a zombie after a reload). Filtered batches keep their base offset,
 //!    `lastOffsetDelta`, leader epoch and producer fields; compressed batches are decompressed
 //!    and recompressed with their codec through [`RecordCodecs`] — one it cannot handle keeps
 //!    the batch whole. An emptied batch is dropped, except the last batch of a segment (so
@@ -39,7 +42,8 @@
 //! after the requested offset, followers accept a fetched batch starting past their log end,
 //! and recovery only rejects batches that go backwards.
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -114,13 +118,16 @@ pub struct CompactionStats {
     pub records_removed: u64,
     /// Tombstones removed because their delete horizon passed.
     pub tombstones_removed: u64,
+    /// Transaction markers removed: their transaction's records were gone and their delete
+    /// horizon passed.
+    pub markers_removed: u64,
     /// Records of aborted transactions removed.
     pub aborted_records_removed: u64,
     /// Batches kept whole because their records could not be read (unknown codec, malformed).
     pub batches_kept_unread: u64,
     /// Distinct keys in the offset map.
     pub keys: usize,
-    /// The earliest delete horizon of a tombstone kept.
+    /// The earliest delete horizon of a tombstone or marker kept.
     pub delete_horizon_ms: Option<i64>,
     /// The cleaner offset afterwards.
     pub cleaner_offset: Offset,
@@ -149,6 +156,9 @@ pub struct CompactionPlan {
     /// Per idempotent producer the log knows, the last offset of its newest batch: that batch
     /// stays (possibly emptied) so the producer's state is rebuilt right on reload.
     producer_last_offsets: HashMap<i64, Offset>,
+    /// Per producer the log knows, its current epoch: a marker at that epoch after its last
+    /// data batch is its last entry, and stays.
+    producer_epochs: HashMap<i64, i16>,
     /// The aborted transactions reaching into the cleanable segments: per producer, the
     /// (first offset, ABORT marker offset) ranges of its aborted transactions.
     aborted: AbortedRanges,
@@ -328,6 +338,12 @@ impl Log {
                 .producers()
                 .iter()
                 .filter_map(|(id, entry)| Some((*id, entry.batches.back()?.last_offset)))
+                .collect(),
+            producer_epochs: self
+                .producers
+                .producers()
+                .iter()
+                .map(|(id, entry)| (*id, entry.epoch))
                 .collect(),
             aborted: {
                 let mut ranges = AbortedRanges::default();
@@ -539,6 +555,8 @@ impl CompactionPlan {
         let filter = Filter {
             map: &map,
             producer_last_offsets: &self.producer_last_offsets,
+            producer_epochs: &self.producer_epochs,
+            with_batches: RefCell::new(HashSet::new()),
             aborted: &self.aborted,
             now_ms: self.now_ms,
             new_horizon_ms: self.now_ms.saturating_add(self.delete_retention_ms),
@@ -736,6 +754,10 @@ enum Fate {
 struct Filter<'a> {
     map: &'a OffsetMap,
     producer_last_offsets: &'a HashMap<i64, Offset>,
+    producer_epochs: &'a HashMap<i64, i16>,
+    /// Producers whose current transaction had a batch in the pass so far (Kafka's
+    /// `CleanedTransactionMetadata`): its marker must stay this time.
+    with_batches: RefCell<HashSet<i64>>,
     aborted: &'a AbortedRanges,
     now_ms: i64,
     new_horizon_ms: i64,
@@ -750,11 +772,14 @@ impl Filter<'_> {
         last_in_segment: bool,
         stats: &mut CompactionStats,
     ) -> Fate {
-        // Markers are kept (a reader or a reload may still need them); an aborted transaction's
-        // records all go; committed ones are compacted like any.
+        // An aborted transaction's records all go; committed ones are compacted like any; a
+        // marker stays while a batch of its transaction does.
         let kind = batch_kind(header, self.aborted);
         if kind == BatchKind::Marker {
-            return Fate::Keep;
+            return self.marker(bytes, header, last_in_segment, stats);
+        }
+        if header.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
+            self.with_batches.borrow_mut().insert(header.producer_id);
         }
         let codec = header.attributes & COMPRESSION_CODEC_MASK;
         let Ok(section) = records_section(bytes, header, self.codecs) else {
@@ -850,6 +875,58 @@ impl Filter<'_> {
             attributes,
             base_timestamp,
             kept.len(),
+            &section,
+        ))
+    }
+}
+
+impl Filter<'_> {
+    /// A COMMIT or ABORT marker: removed once no batch of its transaction was left before it
+    /// in this pass and its delete horizon (set by the first such pass) has passed; kept if it
+    /// is the last batch of its segment or its producer's last entry.
+    fn marker(
+        &self,
+        bytes: &[u8],
+        header: &BatchHeader,
+        last_in_segment: bool,
+        stats: &mut CompactionStats,
+    ) -> Fate {
+        let had_batches = self.with_batches.borrow_mut().remove(&header.producer_id);
+        let producer_last = self.producer_epochs.get(&header.producer_id)
+            == Some(&header.producer_epoch)
+            && self
+                .producer_last_offsets
+                .get(&header.producer_id)
+                .is_none_or(|last| header.base_offset > *last);
+        if had_batches || producer_last || last_in_segment {
+            return Fate::Keep;
+        }
+        if header.attributes & DELETE_HORIZON_ATTRIBUTE != 0 {
+            let horizon = header.base_timestamp;
+            if self.now_ms >= horizon {
+                stats.markers_removed += 1;
+                return Fate::Drop;
+            }
+            note_horizon(stats, horizon);
+            return Fate::Keep;
+        }
+        // The first pass that finds its transaction gone: stamp the horizon, as for a tombstone.
+        let Ok(records) = parse_records(&bytes[HEADER_SIZE..], header.records_count) else {
+            stats.batches_kept_unread += 1;
+            return Fate::Keep;
+        };
+        let mut section = Vec::with_capacity(bytes.len());
+        for record in &records {
+            let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
+            let delta = timestamp.saturating_sub(self.new_horizon_ms);
+            encode_with_timestamp_delta(&mut section, record, delta);
+        }
+        note_horizon(stats, self.new_horizon_ms);
+        Fate::Rewrite(rebuild_batch(
+            &bytes[..HEADER_SIZE],
+            header.attributes | DELETE_HORIZON_ATTRIBUTE,
+            self.new_horizon_ms,
+            records.len(),
             &section,
         ))
     }

@@ -798,3 +798,97 @@ fn transactions_are_compacted_by_their_outcome() {
     assert_eq!(data_entries(&log), before);
     assert_eq!(log.last_stable_offset(log.log_end_offset()), Offset(37));
 }
+
+/// The offsets of the markers readable from the log start.
+fn marker_offsets(log: &Log) -> Vec<i64> {
+    let data = log
+        .read(log.log_start_offset(), usize::MAX, None, true)
+        .unwrap();
+    parse_batches(&data.records)
+        .unwrap()
+        .iter()
+        .filter(|v| v.header.is_control())
+        .map(|v| v.header.base_offset.0)
+        .collect()
+}
+
+// Markers (issue 23), as Kafka's cleaner removes them: a marker stays while a batch of its
+// transaction is left before it; the first pass that finds none stamps it with a delete horizon
+// (delete.retention.ms, as for a tombstone) and a pass after the horizon removes it. A
+// producer's last entry stays (it holds the producer's epoch). Reads and reloads agree.
+#[test]
+fn markers_go_once_their_transaction_is_gone_and_delete_retention_passed() {
+    use crate::txn::ControlType;
+    let storage = MemStorage::new();
+    let config = LogConfig {
+        delete_retention_ms: 10_000,
+        ..compacted_config()
+    };
+    let mut log = open(&storage, config.clone(), true, 0);
+    let fill = |log: &mut Log, key: &str, now_ms: i64| {
+        for i in 0..30 {
+            put(log, &[(key, Some(&format!("{key}{i}")))], now_ms);
+        }
+    };
+    txn_put(&mut log, 7, 0, &[("a", Some("a-old"))], 1_000); // 0
+    end_txn(&mut log, 7, ControlType::Commit, 1_000); // 1
+    txn_put(&mut log, 8, 0, &[("b", Some("b-aborted"))], 1_000); // 2
+    end_txn(&mut log, 8, ControlType::Abort, 1_000); // 3
+    txn_put(&mut log, 7, 1, &[("a", Some("a-new"))], 1_000); // 4: supersedes a-old
+    end_txn(&mut log, 7, ControlType::Commit, 1_000); // 5: producer 7's last entry
+    put(&mut log, &[("z", Some("z"))], 1_000); // 6: the last batch of the first segment
+    txn_put(&mut log, 8, 1, &[("c", Some("c8"))], 1_000); // 7
+                                                          // 8: producer 8's last entry, at the bumped epoch a transactions-v2 coordinator writes
+                                                          // (the producer state then has no data batch of it to keep).
+    let marker = crate::txn::EndTxnMarker {
+        kind: ControlType::Commit,
+        coordinator_epoch: 0,
+    };
+    log.append_marker_as_leader(8, 1, marker, LeaderEpoch(0), 1_000)
+        .unwrap();
+    put(&mut log, &[("c", Some("c-plain"))], 1_000); // 9: supersedes c8
+    fill(&mut log, "d", 1_000); // 10..=39
+    let segments: Vec<i64> = log.segments.keys().map(|o| o.0).collect();
+    assert_eq!(
+        segments[..2],
+        [0, 7],
+        "c8 is not the last batch of its segment"
+    );
+    assert_eq!(marker_offsets(&log), [1, 3, 5, 8]);
+
+    // Pass 1 removes a-old and the aborted record; their markers saw them go: they stay.
+    let stats = compact(&mut log, 2_000).expect("a pass ran");
+    assert_eq!(stats.markers_removed, 0);
+    assert_eq!(marker_offsets(&log), [1, 3, 5, 8]);
+    // Pass 2 finds nothing of those two transactions before their markers: horizon stamped.
+    fill(&mut log, "e", 3_000);
+    let stats = compact(&mut log, 3_000).expect("a pass ran");
+    assert_eq!(stats.markers_removed, 0);
+    assert_eq!(stats.delete_horizon_ms, Some(13_000));
+    assert_eq!(marker_offsets(&log), [1, 3, 5, 8]);
+    // Before the horizon they stay; after it they go. The marker of the committed transaction
+    // whose record is still the latest of its key stays, and so does producer 8's last entry
+    // although its transaction's record is gone.
+    fill(&mut log, "f", 5_000);
+    assert_eq!(compact(&mut log, 5_000).map(|s| s.markers_removed), Some(0));
+    assert_eq!(marker_offsets(&log), [1, 3, 5, 8]);
+    let stats = compact(&mut log, 13_000).expect("the passed horizon runs a pass");
+    assert_eq!(stats.markers_removed, 2);
+    assert_eq!(marker_offsets(&log), [5, 8]);
+
+    // Still read_committed-consistent: nothing is open, and the data survived a reload.
+    let end = log.log_end_offset();
+    assert_eq!(log.last_stable_offset(end), end);
+    let before = data_entries(&log);
+    assert!(before.iter().any(|e| e.2.as_deref() == Some("a-new")));
+    assert!(before.iter().any(|e| e.2.as_deref() == Some("c-plain")));
+    assert!(!before.iter().any(|e| e.2.as_deref() == Some("c8")));
+    log.close(14_000).unwrap();
+    let log = open(&storage, config, true, 14_000);
+    assert_eq!(data_entries(&log), before);
+    assert_eq!(marker_offsets(&log), [5, 8]);
+    assert_eq!(
+        log.last_stable_offset(log.log_end_offset()),
+        log.log_end_offset()
+    );
+}

@@ -230,6 +230,7 @@ impl Broker {
                         bytes_after = stats.bytes_after,
                         records_removed = stats.records_removed,
                         tombstones_removed = stats.tombstones_removed,
+                        markers_removed = stats.markers_removed,
                         cleaner_offset = %stats.cleaner_offset,
                         keys = stats.keys,
                         elapsed_ms = elapsed_ms(),
