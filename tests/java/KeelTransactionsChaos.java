@@ -31,7 +31,7 @@ public final class KeelTransactionsChaos {
         Map<Integer, List<String>> committed = new HashMap<>();
         int commits = 0;
         int aborts = 0;
-        int retries = 0;
+        int[] retried = {0};
         try (KafkaProducer<String, String> p = KeelTransactions.producer(bootstrap, txnId)) {
             p.initTransactions();
             for (int n = 0; n < count; n++) {
@@ -39,38 +39,14 @@ public final class KeelTransactionsChaos {
                 System.out.flush();
                 boolean commit = n % 4 != 3;
                 List<String> values = new ArrayList<>();
-                try {
-                    p.beginTransaction();
+                int round = n;
+                commit = transaction(p, "transaction " + n, commit, () -> {
                     for (int part = 0; part < 3; part++) {
-                        String value = "t" + n + "-p" + part;
+                        String value = "t" + round + "-p" + part;
                         values.add(value);
                         p.send(new ProducerRecord<>(topic, part, null, value));
                     }
-                    p.flush();
-                } catch (ProducerFencedException e) {
-                    throw e;
-                } catch (KafkaException e) {
-                    System.out.println("transaction " + n + ": " + e + "; aborting it");
-                    commit = false;
-                }
-                while (true) {
-                    try {
-                        if (commit) {
-                            p.commitTransaction();
-                        } else {
-                            p.abortTransaction();
-                        }
-                        break;
-                    } catch (TimeoutException e) {
-                        retries++; // the same call again completes it
-                    } catch (ProducerFencedException e) {
-                        throw e;
-                    } catch (KafkaException e) {
-                        KeelTransactions.check(commit, "transaction " + n + ": abort failed: " + e);
-                        System.out.println("transaction " + n + ": commit failed: " + e + "; aborting it");
-                        commit = false;
-                    }
-                }
+                }, retried);
                 if (commit) {
                     commits++;
                     for (int part = 0; part < 3; part++) {
@@ -81,7 +57,7 @@ public final class KeelTransactionsChaos {
                 }
             }
         }
-        System.out.println(commits + " committed, " + aborts + " aborted, " + retries + " calls retried");
+        System.out.println(commits + " committed, " + aborts + " aborted, " + retried[0] + " calls retried");
         Map<Integer, List<String>> seen = KeelTransactions.readAll(bootstrap, topic, 3, "read_committed");
         for (int part = 0; part < 3; part++) {
             List<String> want = committed.getOrDefault(part, List.of());
@@ -91,5 +67,43 @@ public final class KeelTransactionsChaos {
         }
         KeelTransactions.check(commits >= count / 2, "only " + commits + " of " + count + " transactions committed");
         System.out.println("JAVA-TXN-CHAOS-OK");
+    }
+
+    /**
+     * One transaction: begins it, runs {@code body} (the sends), flushes, then commits it — or
+     * aborts it if {@code commit} is false or anything but fencing failed. A commit or abort that
+     * times out is called again (the client's contract), counted in {@code retried[0]}; a failed
+     * commit is aborted instead. Returns whether it committed. {@code what} names it in output.
+     */
+    static boolean transaction(KafkaProducer<String, String> p, String what, boolean commit, Runnable body,
+                               int[] retried) {
+        try {
+            p.beginTransaction();
+            body.run();
+            p.flush();
+        } catch (ProducerFencedException e) {
+            throw e;
+        } catch (KafkaException e) {
+            System.out.println(what + ": " + e + "; aborting it");
+            commit = false;
+        }
+        while (true) {
+            try {
+                if (commit) {
+                    p.commitTransaction();
+                } else {
+                    p.abortTransaction();
+                }
+                return commit;
+            } catch (TimeoutException e) {
+                retried[0]++; // the same call again completes it
+            } catch (ProducerFencedException e) {
+                throw e;
+            } catch (KafkaException e) {
+                KeelTransactions.check(commit, what + ": abort failed: " + e);
+                System.out.println(what + ": commit failed: " + e + "; aborting it");
+                commit = false;
+            }
+        }
     }
 }

@@ -11,10 +11,7 @@ import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.kafka.common.errors.TimeoutException;
 
 /**
  * The Java client's consume-transform-produce through a broker's kill -9 (issue 23). Usage:
@@ -54,7 +51,7 @@ public final class KeelTransactionsEtlChaos {
         }
         int commits = 0;
         int aborts = 0;
-        int retries = 0;
+        int[] retried = {0};
         try (KafkaConsumer<String, String> c = KeelTransactions.consumer(bootstrap, "read_committed", group);
              KafkaProducer<String, String> p = KeelTransactions.producer(bootstrap, txnId)) {
             p.initTransactions();
@@ -87,37 +84,13 @@ public final class KeelTransactionsEtlChaos {
                     continue;
                 }
                 boolean commit = round % 5 != 4;
-                try {
-                    p.beginTransaction();
+                String what = "round " + round;
+                commit = KeelTransactionsChaos.transaction(p, what, commit, () -> {
                     for (ConsumerRecord<String, String> r : batch) {
                         p.send(new ProducerRecord<>(out, r.partition(), null, r.value().replace("in-", "out-")));
                     }
                     p.sendOffsetsToTransaction(next, c.groupMetadata());
-                    p.flush();
-                } catch (ProducerFencedException e) {
-                    throw e;
-                } catch (KafkaException e) {
-                    System.out.println("round " + round + ": " + e + "; aborting it");
-                    commit = false;
-                }
-                while (true) {
-                    try {
-                        if (commit) {
-                            p.commitTransaction();
-                        } else {
-                            p.abortTransaction();
-                        }
-                        break;
-                    } catch (TimeoutException e) {
-                        retries++; // the same call again completes it
-                    } catch (ProducerFencedException e) {
-                        throw e;
-                    } catch (KafkaException e) {
-                        KeelTransactions.check(commit, "round " + round + ": abort failed: " + e);
-                        System.out.println("round " + round + ": commit failed: " + e + "; aborting it");
-                        commit = false;
-                    }
-                }
+                }, retried);
                 if (commit) {
                     commits++;
                     for (Map.Entry<TopicPartition, OffsetAndMetadata> e : next.entrySet()) {
@@ -136,7 +109,7 @@ public final class KeelTransactionsEtlChaos {
                         + ", the input ends at " + ends.get(tp));
             }
         }
-        System.out.println(commits + " rounds committed, " + aborts + " aborted, " + retries + " calls retried");
+        System.out.println(commits + " rounds committed, " + aborts + " aborted, " + retried[0] + " calls retried");
         Map<Integer, List<String>> output = KeelTransactions.readAll(bootstrap, out, 3, "read_committed");
         for (int part = 0; part < 3; part++) {
             List<String> want = new ArrayList<>();

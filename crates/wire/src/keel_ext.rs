@@ -115,14 +115,8 @@ fn put_int32_array(buf: &mut BytesMut, values: &[i32]) {
 }
 
 fn get_int32_array(buf: &mut Bytes, tag: i32) -> Result<Vec<i32>, ExtError> {
-    let n = get_uvarint(buf, tag)?;
-    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
-        return Err(ExtError::Malformed {
-            tag,
-            what: "null array",
-        });
-    };
-    if n > ARRAY_MAX || buf.remaining() < n * 4 {
+    let n = get_count(buf, tag, ARRAY_MAX)?;
+    if buf.remaining() < n * 4 {
         return Err(ExtError::Malformed {
             tag,
             what: "array longer than the field",
@@ -372,19 +366,7 @@ pub fn encode_lost_replicas(entries: &[LostReplicaEntry]) -> Bytes {
 pub fn decode_lost_replicas(bytes: &Bytes, max: usize) -> Result<Vec<LostReplicaEntry>, ExtError> {
     let tag = LOST_REPLICAS_TAG;
     let mut buf = bytes.clone();
-    let n = get_uvarint(&mut buf, tag)?;
-    let Some(n) = usize::try_from(n).ok().and_then(|n| n.checked_sub(1)) else {
-        return Err(ExtError::Malformed {
-            tag,
-            what: "null array",
-        });
-    };
-    if n > max.min(ARRAY_MAX) {
-        return Err(ExtError::Malformed {
-            tag,
-            what: "more entries than allowed",
-        });
-    }
+    let n = get_count(&mut buf, tag, max)?;
     if buf.remaining() != n * LOST_REPLICA_ENTRY_BYTES {
         return Err(ExtError::Malformed {
             tag,

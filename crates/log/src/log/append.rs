@@ -70,16 +70,10 @@ impl Log {
             self.check_sequences(&views)?
         };
         if let Some(duplicate) = duplicate {
-            return Ok(AppendInfo {
-                first_offset: duplicate.first_offset(),
-                last_offset: duplicate.last_offset,
-                max_timestamp: None,
-                log_append_time_ms: None,
-                record_count: 0,
-                batch_count: 0,
-                size_bytes: 0,
-                duplicate: true,
-            });
+            return Ok(AppendInfo::nothing_appended(
+                duplicate.first_offset(),
+                duplicate.last_offset,
+            ));
         }
         let first_offset = self.log_end_offset();
         let mut buf = records.to_vec();

@@ -846,16 +846,11 @@ impl Filter<'_> {
         } else {
             (header.attributes, header.base_timestamp)
         };
-        let mut section = Vec::with_capacity(bytes.len());
-        for record in &kept {
-            if needs_horizon {
-                let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
-                let delta = timestamp.saturating_sub(base_timestamp);
-                encode_with_timestamp_delta(&mut section, record, delta);
-            } else {
-                section.extend_from_slice(record.raw);
-            }
-        }
+        let section = if needs_horizon {
+            rebased(kept.iter().copied(), header.base_timestamp, base_timestamp)
+        } else {
+            kept.iter().flat_map(|r| r.raw.iter().copied()).collect()
+        };
         let (attributes, section) = if kept.is_empty() {
             (attributes & !COMPRESSION_CODEC_MASK, Vec::new())
         } else if codec != 0 {
@@ -915,12 +910,7 @@ impl Filter<'_> {
             stats.batches_kept_unread += 1;
             return Fate::Keep;
         };
-        let mut section = Vec::with_capacity(bytes.len());
-        for record in &records {
-            let timestamp = header.base_timestamp.saturating_add(record.timestamp_delta);
-            let delta = timestamp.saturating_sub(self.new_horizon_ms);
-            encode_with_timestamp_delta(&mut section, record, delta);
-        }
+        let section = rebased(&records, header.base_timestamp, self.new_horizon_ms);
         note_horizon(stats, self.new_horizon_ms);
         Fate::Rewrite(rebuild_batch(
             &bytes[..HEADER_SIZE],
@@ -930,6 +920,21 @@ impl Filter<'_> {
             &section,
         ))
     }
+}
+
+/// `records` (of a batch based at `old_base`) encoded for a batch based at `new_base`: each
+/// keeps its own timestamp.
+fn rebased<'r, 'b: 'r>(
+    records: impl IntoIterator<Item = &'r crate::batch::records::RecordRef<'b>>,
+    old_base: i64,
+    new_base: i64,
+) -> Vec<u8> {
+    let mut section = Vec::new();
+    for record in records {
+        let timestamp = old_base.saturating_add(record.timestamp_delta);
+        encode_with_timestamp_delta(&mut section, record, timestamp.saturating_sub(new_base));
+    }
+    section
 }
 
 fn note_horizon(stats: &mut CompactionStats, horizon_ms: i64) {

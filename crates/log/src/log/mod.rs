@@ -96,6 +96,23 @@ pub struct AppendInfo {
     pub duplicate: bool,
 }
 
+impl AppendInfo {
+    /// Nothing appended (`duplicate`): the caller answers once the high watermark passes
+    /// `last_offset`, with these offsets.
+    pub fn nothing_appended(first_offset: Offset, last_offset: Offset) -> AppendInfo {
+        AppendInfo {
+            first_offset,
+            last_offset,
+            max_timestamp: None,
+            log_append_time_ms: None,
+            record_count: 0,
+            batch_count: 0,
+            size_bytes: 0,
+            duplicate: true,
+        }
+    }
+}
+
 /// The log of one partition. See the module docs.
 #[derive(Debug)]
 pub struct Log {

@@ -48,16 +48,7 @@ impl Log {
             tracing::info!(dir = %self.dir.display(), producer_id, producer_epoch,
                 "a later transaction's marker for a producer whose transaction here is in doubt: nothing appended");
             let end = self.log_end_offset();
-            return Ok(AppendInfo {
-                first_offset: end,
-                last_offset: Offset(end.0 - 1),
-                max_timestamp: None,
-                log_append_time_ms: None,
-                record_count: 0,
-                batch_count: 0,
-                size_bytes: 0,
-                duplicate: true,
-            });
+            return Ok(AppendInfo::nothing_appended(end, Offset(end.0 - 1)));
         }
         let mut batch = marker.to_batch(producer_id, producer_epoch, now_ms);
         let first_offset = self.log_end_offset();
