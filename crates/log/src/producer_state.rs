@@ -306,9 +306,14 @@ impl ProducerStates {
             .collect()
     }
 
-    /// Whether any transaction is held in doubt.
-    pub fn has_in_doubt(&self) -> bool {
-        !self.in_doubt.is_empty()
+    /// Whether `producer_id`'s transaction is held in doubt at `epoch`.
+    pub fn in_doubt_at(&self, producer_id: i64, epoch: i16) -> bool {
+        self.in_doubt.get(&producer_id) == Some(&epoch)
+    }
+
+    /// How many transactions are held in doubt.
+    pub fn in_doubt_count(&self) -> usize {
+        self.in_doubt.len()
     }
 
     /// Settles `producer_id`'s in-doubt transaction as still open at its coordinator (whose

@@ -372,3 +372,20 @@ fn an_in_doubt_transaction_admits_only_its_own_marker() {
     append(&mut log, &txn_batch(8, 1, 1));
     assert!(log.transactions_in_doubt().is_empty());
 }
+
+// The in-doubt mark is per producer and epoch, and goes with the transaction's end.
+#[test]
+fn in_doubt_is_asked_by_producer_and_epoch() {
+    let storage = MemStorage::new();
+    let mut log = open_log(&storage, config(), true, 0);
+    append(&mut log, &txn_batch(7, 0, 1));
+    assert!(!log.transaction_in_doubt_at(7, 0));
+    log.mark_transactions_in_doubt();
+    assert!(log.transaction_in_doubt_at(7, 0));
+    assert!(!log.transaction_in_doubt_at(7, 1) && !log.transaction_in_doubt_at(8, 0));
+    assert_eq!(log.transactions_in_doubt_count(), 1);
+    log.append_marker_as_leader(7, 1, marker(ControlType::Abort, 0), LeaderEpoch(0), 0)
+        .unwrap();
+    assert!(!log.transaction_in_doubt_at(7, 0));
+    assert_eq!(log.transactions_in_doubt_count(), 0);
+}

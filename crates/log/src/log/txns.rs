@@ -105,9 +105,14 @@ impl Log {
         self.producers.in_doubt()
     }
 
-    /// Whether any transaction is held in doubt (cheap: no allocation).
-    pub fn has_transactions_in_doubt(&self) -> bool {
-        self.producers.has_in_doubt()
+    /// How many transactions are held in doubt (cheap: no allocation).
+    pub fn transactions_in_doubt_count(&self) -> usize {
+        self.producers.in_doubt_count()
+    }
+
+    /// Whether `producer_id`'s transaction here is held in doubt at `epoch`.
+    pub fn transaction_in_doubt_at(&self, producer_id: i64, epoch: i16) -> bool {
+        self.producers.in_doubt_at(producer_id, epoch)
     }
 
     /// See [`crate::ProducerStates::clear_in_doubt`].

@@ -86,6 +86,11 @@ pub enum LeaderWrite<'a> {
         producer_id: i64,
         producer_epoch: i16,
         marker: keel_log::EndTxnMarker,
+        /// Set by a leader settling a transaction an unclean recovery stranded: append only
+        /// while that producer's transaction here is still in doubt at this epoch (otherwise
+        /// nothing is appended — its own marker ended it meanwhile, and this one could end the
+        /// next).
+        only_in_doubt_at: Option<i16>,
     },
 }
 
@@ -484,8 +489,17 @@ impl Broker {
                         }
                         LeaderWrite::Marker {
                             producer_id,
+                            only_in_doubt_at: Some(in_doubt),
+                            ..
+                        } if !log.transaction_in_doubt_at(producer_id, in_doubt) => {
+                            let end = log.log_end_offset();
+                            keel_log::AppendInfo::nothing_appended(end, Offset(end.0 - 1))
+                        }
+                        LeaderWrite::Marker {
+                            producer_id,
                             producer_epoch,
                             marker,
+                            ..
                         } => log.append_marker_as_leader(
                             producer_id,
                             producer_epoch,

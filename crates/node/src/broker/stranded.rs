@@ -12,7 +12,9 @@
 //! tag), every [`RETRY_MS`] until each is settled:
 //!
 //! - decided by the coordinator: the leader writes the marker the coordinator wrote, with its
-//!   producer and coordinator epochs, as WriteTxnMarkers would;
+//!   producer and coordinator epochs, as WriteTxnMarkers would — checking, under the log lock,
+//!   that the transaction is still the one in doubt (its own marker may have ended it meanwhile,
+//!   and the producer begun the next);
 //! - live at the coordinator: the mark is lifted, and the coordinator's own markers end it;
 //! - unknown (a transactions-v1 producer, whose transactions share one epoch; a transactional
 //!   id gone, a decision compacted away): it stays in doubt — listed by `kafka-transactions.sh
@@ -63,18 +65,27 @@ impl Broker {
     }
 
     /// Partitions led here with transactions in doubt whose next round is due (claimed: the
-    /// caller runs [`Broker::settle_stranded`] for each).
+    /// caller runs [`Broker::settle_stranded`] for each). Sets the in-doubt gauge.
     pub fn stranded_rounds_due(&self) -> Vec<Arc<Partition>> {
         let now_ms = self.clock.now_ms();
-        self.all_partitions()
+        let mut in_doubt = 0usize;
+        let due = self
+            .all_partitions()
             .into_iter()
             .filter(|p| p.is_leader())
             .filter(|p| {
-                p.lock_log()
-                    .is_ok_and(|log| log.has_transactions_in_doubt())
+                let held = p
+                    .lock_log()
+                    .map_or(0, |log| log.transactions_in_doubt_count());
+                in_doubt += held;
+                held > 0
             })
             .filter(|p| p.claim_stranded_round(now_ms))
-            .collect()
+            .collect();
+        self.metrics
+            .transactions_in_doubt
+            .set(i64::try_from(in_doubt).unwrap_or(i64::MAX));
+        due
     }
 
     /// One round for `partition`: asks every live broker about its in-doubt transactions and
@@ -145,9 +156,7 @@ impl Broker {
 
     async fn act_on(&self, partition: &Arc<Partition>, answer: TxnResolution) {
         let still_in_doubt = partition.lock_log().is_ok_and(|log| {
-            log.transactions_in_doubt().iter().any(|(pid, epoch, _)| {
-                *pid == answer.txn.producer_id && *epoch == answer.txn.producer_epoch
-            })
+            log.transaction_in_doubt_at(answer.txn.producer_id, answer.txn.producer_epoch)
         });
         if !still_in_doubt || !partition.is_leader() {
             return;
@@ -170,6 +179,7 @@ impl Broker {
             producer_epoch: answer.marker_epoch,
             commit,
             coordinator_epoch: answer.coordinator_epoch,
+            only_in_doubt_at: Some(answer.txn.producer_epoch),
         };
         let tp = (partition.tp.topic.clone(), partition.tp.partition);
         let results = self

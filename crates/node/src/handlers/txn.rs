@@ -305,6 +305,7 @@ pub async fn write_markers(
                 producer_epoch: marker.producer_epoch,
                 commit: marker.transaction_result,
                 coordinator_epoch: marker.coordinator_epoch,
+                only_in_doubt_at: None,
             };
             broker.write_markers_locally(spec, &tps).await
         } else {

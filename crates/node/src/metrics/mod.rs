@@ -121,6 +121,7 @@ struct BrokerFamilies {
     partitions: NodeGauges,
     groups: GroupGauges,
     group_offsets: NodeGauges,
+    transactions_in_doubt: NodeGauges,
     offset_commits: NodeCounters,
     offsets_expired: NodeCounters,
     cleaner_passes: NodeCounters,
@@ -241,7 +242,7 @@ impl BrokerFamilies {
              NumGroupsEmpty)",
             self.groups.clone(),
         );
-        let gauges: [(&str, &str, &NodeGauges); 5] = [
+        let gauges: [(&str, &str, &NodeGauges); 6] = [
             (
                 "under_replicated_partitions_count",
                 "Partitions led here whose ISR is smaller than the replica set (Kafka: \
@@ -268,6 +269,12 @@ impl BrokerFamilies {
                 "group_offsets_count",
                 "Committed offsets of the groups coordinated here (Kafka: NumOffsets)",
                 &self.group_offsets,
+            ),
+            (
+                "transactions_in_doubt_count",
+                "Transactions an unclean recovery left open in partitions led here, held until \
+                 their coordinator settles them or an operator aborts them",
+                &self.transactions_in_doubt,
             ),
         ];
         for (name, help, family) in gauges {
@@ -390,6 +397,7 @@ impl Metrics {
                     .get_or_create_owned(&GroupStateLabels { node_id, state })
             }),
             group_offsets: f.group_offsets.get_or_create_owned(&labels),
+            transactions_in_doubt: f.transactions_in_doubt.get_or_create_owned(&labels),
             offset_commits: f.offset_commits.get_or_create_owned(&labels),
             offsets_expired: f.offsets_expired.get_or_create_owned(&labels),
             cleaner: CleanerMetrics {
@@ -460,6 +468,8 @@ pub struct BrokerMetrics {
     /// Groups coordinated here, one gauge per state of [`GROUP_STATES`].
     pub groups: [Gauge; GROUP_STATES.len()],
     pub group_offsets: Gauge,
+    /// Transactions held in doubt in partitions led here (`broker::stranded`).
+    pub transactions_in_doubt: Gauge,
     pub offset_commits: Counter,
     pub offsets_expired: Counter,
     pub cleaner: CleanerMetrics,

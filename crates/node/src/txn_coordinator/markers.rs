@@ -46,6 +46,8 @@ pub struct MarkerSpec {
     pub producer_epoch: i16,
     pub commit: bool,
     pub coordinator_epoch: i32,
+    /// See `LeaderWrite::Marker::only_in_doubt_at` (None for a coordinator's markers).
+    pub only_in_doubt_at: Option<i16>,
 }
 
 impl MarkerSpec {
@@ -110,6 +112,7 @@ impl Broker {
                     producer_epoch: m.producer_epoch,
                     commit,
                     coordinator_epoch: scope.coordinator_epoch,
+                    only_in_doubt_at: None,
                 },
                 m.partitions.iter().cloned().collect::<Vec<_>>(),
             ))
@@ -289,6 +292,7 @@ impl Broker {
                 producer_id: spec.producer_id,
                 producer_epoch: spec.producer_epoch,
                 marker: spec.marker(),
+                only_in_doubt_at: spec.only_in_doubt_at,
             };
             match self.write_as_leader(&partition, write, Acks::All, MARKER_TIMEOUT_MS) {
                 Ok((_, Some(waiter))) => waiting.push((tp.clone(), waiter)),
