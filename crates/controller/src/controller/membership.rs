@@ -168,14 +168,24 @@ impl Controller {
             .as_ref()
             .is_some_and(|e| req.previous_broker_epoch == Some(e.epoch));
         let b = req.broker;
-        let registered_dirs = existing.as_ref().map(|e| e.log_dirs.clone());
+        // Directories the broker registered before and no longer has (replaced disks).
+        let gone_dirs: Vec<DirectoryId> = existing
+            .iter()
+            .flat_map(|e| e.log_dirs.iter().copied())
+            .filter(|d| !req.log_dirs.contains(d))
+            .collect();
         let changes = Controller::partitions_where(batch, |p| {
             if !p.is_replica(b) {
                 return None;
             }
-            let lost_directory = registered_dirs.is_some()
-                && p.directory_of(b)
-                    .is_some_and(|d| !req.log_dirs.contains(&d));
+            // A replica whose directory is unassigned (its disk was lost before, and the broker
+            // rebuilt it somewhere it never reported) may sit on any of them: when one is gone,
+            // it is treated as lost too (losing eligibility is recoverable, trusting an empty
+            // disk is not).
+            let lost_directory = match p.directory_of(b) {
+                Some(d) => existing.is_some() && !req.log_dirs.contains(&d),
+                None => !gone_dirs.is_empty(),
+            };
             let eligible = p.isr.contains(&b) || p.elr.contains(&b);
             if lost_directory || (!clean && eligible) {
                 Some(ProposedChange::UncleanShutdown {
