@@ -88,18 +88,20 @@ impl Broker {
                     "a transaction is open: aborting it first"
                 );
                 self.apply_transit(&scope, id, &fence).await?;
-                let (broker, id) = (self.clone(), id.to_string());
-                tokio::spawn(async move { broker.complete_transaction(&scope, &id).await });
+                self.spawn_completion(scope, id);
                 Err(ResponseError::ConcurrentTransactions)
             }
         }
     }
 
-    /// AddPartitionsToTxn (and AddOffsetsToTxn) for a client. A request that finds the previous
-    /// transaction's markers still being written waits for them up to [`MARKERS_WAIT`] instead
-    /// of answering `CONCURRENT_TRANSACTIONS` at once: a producer starts its next transaction
-    /// right after EndTxn is answered (once PrepareCommit is durable), and clients retry that
-    /// error only after a backoff (librdkafka about 20 ms) much longer than the markers take.
+    /// AddPartitionsToTxn (and AddOffsetsToTxn) for a client, or a partition leader's add for a
+    /// transactions v2 producer. A request that finds the previous transaction's markers still
+    /// being written, or another add of the same transaction being written (a v2 producer's
+    /// first batches reach several leaders at once, each adding its partition), waits for it
+    /// up to [`MARKERS_WAIT`] instead of answering `CONCURRENT_TRANSACTIONS` at once: clients
+    /// retry that error only after a backoff (librdkafka about 20 ms; the Java client's produce
+    /// sees it as `NOT_ENOUGH_REPLICAS` and waits `retry.backoff.ms`, 100 ms) much longer than
+    /// either write takes.
     pub async fn txn_add_partitions(
         &self,
         id: &str,
@@ -114,15 +116,19 @@ impl Broker {
             tokio::pin!(completed);
             // Registered before the state is read, so a completion in between is not missed.
             completed.as_mut().enable();
-            let transit = self.with_txns(&scope, |txns, now_ms| {
+            let (transit, pending) = self.with_txns(&scope, |txns, now_ms| {
                 let m = txns
                     .get_mut(id)
                     .ok_or(ResponseError::InvalidProducerIdMapping)?;
-                m.add_partitions(producer_id, epoch, partitions, now_ms)
-            })?;
+                let pending = m.pending.is_some();
+                Ok((
+                    m.add_partitions(producer_id, epoch, partitions, now_ms),
+                    pending,
+                ))
+            })??;
             match transit {
                 Err(ResponseError::ConcurrentTransactions)
-                    if self.txn_coordinator.is_completing(id)
+                    if (pending || self.txn_coordinator.is_completing(id))
                         && tokio::time::Instant::now() < deadline =>
                 {
                     let _ = tokio::time::timeout_at(deadline, completed).await;
@@ -188,8 +194,7 @@ impl Broker {
                 } else {
                     (transit.value.producer_id, transit.value.producer_epoch)
                 };
-                let (broker, id) = (self.clone(), id.to_string());
-                tokio::spawn(async move { broker.complete_transaction(&scope, &id).await });
+                self.spawn_completion(scope, id);
                 Ok(answer)
             }
         }

@@ -98,6 +98,21 @@ impl Broker {
         self.txn_coordinator.release_completion(id);
     }
 
+    /// [`complete_transaction`](Self::complete_transaction) in a task, claimed before this
+    /// returns: a request that arrives right after the answer that prepared the end (the next
+    /// transaction's AddPartitionsToTxn, or a leader's add for a v2 producer) finds the markers
+    /// being written and waits for them instead of being refused.
+    pub fn spawn_completion(self: &std::sync::Arc<Self>, scope: TxnScope, id: &str) {
+        if !self.txn_coordinator.claim_completion(id) {
+            return;
+        }
+        let (broker, id) = (self.clone(), id.to_string());
+        tokio::spawn(async move {
+            broker.drive_completion(&scope, &id).await;
+            broker.txn_coordinator.release_completion(&id);
+        });
+    }
+
     async fn drive_completion(&self, scope: &TxnScope, id: &str) {
         let plan = self.with_txns(scope, |txns, _| {
             let m = txns.get(id)?;

@@ -88,7 +88,7 @@ pub struct TxnCoordinator {
     loaded: Mutex<BTreeMap<i32, LoadedTxns>>,
     /// Transactional ids whose markers are being written now (one driver each).
     completing: Mutex<BTreeSet<String>>,
-    /// Woken whenever a driver of markers finishes.
+    /// Woken whenever a driver of markers finishes or a pending transition is applied.
     completed: tokio::sync::Notify,
 }
 
@@ -276,6 +276,8 @@ impl Broker {
                 }
             }
         });
+        // Requests waiting for this transition (txn_add_partitions) try again.
+        self.txn_coordinator.completed.notify_waiters();
         applied.and_then(|r| r)
     }
 
