@@ -153,6 +153,11 @@ impl Client {
         }
     }
 
+    /// The client's name (its connections' source in the trace).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
     /// World time, microseconds.
     pub(crate) fn now(&self) -> u64 {
         (self.now_us)()

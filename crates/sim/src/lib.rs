@@ -13,6 +13,7 @@
 pub mod checkers;
 pub mod client;
 pub mod disk;
+pub mod etl;
 pub mod net;
 pub mod report;
 pub mod runner;

@@ -289,7 +289,8 @@ fn search_cmd(
                     o.disk_faults,
                     o.acked,
                     o.txns.map_or(String::new(), |(c, a, u, read)| format!(
-                        "{c} transactions committed, {a} aborted, {u} undecided by their producer, {read} records read committed, "
+                        "{c} transactions committed, {a} aborted, {u} undecided by their producer, {read} records read committed ({} transformed exactly once), ",
+                        o.etl_outputs
                     )),
                     o.steps,
                     o.wall.as_secs_f64(),

@@ -37,8 +37,12 @@ const DISK_FAULT_CONFIGS: &[(&str, &str)] = &[
 
 /// The share of seeds that draw a transactional workload.
 const TXN_SHARE: f64 = 0.5;
-/// Broker configs of seeds with transactions: a small `__transaction_state`.
-const TXN_CONFIGS: &[(&str, &str)] = &[("transaction.state.log.num.partitions", "2")];
+/// Broker configs of seeds with transactions: a small `__transaction_state` and
+/// `__consumer_offsets`.
+const TXN_CONFIGS: &[(&str, &str)] = &[
+    ("transaction.state.log.num.partitions", "2"),
+    ("offsets.topic.num.partitions", "2"),
+];
 
 /// How a broker's run ends when every log directory failed (`Broker::open`).
 const ALL_DIRS_FAILED: &str = "every log directory failed";
@@ -47,6 +51,9 @@ const ALL_DIRS_FAILED: &str = "every log directory failed";
 const TOPIC: &str = "search";
 const PARTITIONS: u32 = 2;
 const BROKERS: u32 = 3;
+/// The output topic of the consume-transform-produce workload (its input is `TOPIC`-0).
+const ETL_TOPIC: &str = "search-etl";
+const ETL_GROUP: &str = "search-etl";
 
 /// The fault mix of one seed.
 #[derive(Debug, Clone)]
@@ -187,6 +194,9 @@ pub struct SeedOutcome {
     /// With a transactional workload: transactions committed, aborted and left undecided by
     /// their producer, and records read by the read_committed consumer.
     pub txns: Option<(usize, usize, usize, usize)>,
+    /// With a transactional workload: output records of the consume-transform-produce run
+    /// read committed.
+    pub etl_outputs: usize,
     pub wall: Duration,
 }
 
@@ -214,6 +224,7 @@ pub fn run_seed(seed: u64, faulty: Duration, verbose: bool) -> SeedOutcome {
         disk_faults: 0,
         acked: 0,
         txns: None,
+        etl_outputs: 0,
         wall: Duration::ZERO,
     };
     match run_seed_inner(seed, &swarm, faulty, verbose, &mut outcome) {
@@ -259,13 +270,23 @@ fn run_seed_inner(
     // every structural property and liveness, but not the durability promise.
     sim.enforce_durability = swarm.strategy != "Proactive";
     sim.world.trace.event(0, format!("seed {seed}: {swarm}"));
-    sim.boot(&[TopicPlan {
+    let mut topics = vec![TopicPlan {
         name: TOPIC.into(),
         partitions: PARTITIONS,
         replication_factor: 3,
         assignment: None,
         configs: Vec::new(),
-    }])?;
+    }];
+    if swarm.txn {
+        topics.push(TopicPlan {
+            name: ETL_TOPIC.into(),
+            partitions: 1,
+            replication_factor: 3,
+            assignment: None,
+            configs: Vec::new(),
+        });
+    }
+    sim.boot(&topics)?;
 
     // The workload: one producer and one consumer, until told to stop.
     let stop = Arc::new(AtomicBool::new(false));
@@ -344,7 +365,38 @@ fn run_seed_inner(
                 tokio::time::sleep(Duration::from_millis(700)).await;
             }
         });
-        Some((writer, reader))
+        // Consume-transform-produce: TOPIC-0 into ETL_TOPIC-0, offsets committed in the
+        // transaction; one transaction in five aborted (its input is processed again).
+        let mut etl = {
+            let mut producer = TxnProducer::new(sim.client("etl-producer"), "search-etl");
+            if swarm.txn_v2 {
+                producer = producer.transactions_v2();
+            }
+            crate::etl::Etl::new(
+                producer,
+                sim.client("etl-consumer"),
+                ETL_GROUP,
+                (TOPIC.to_string(), 0),
+                (ETL_TOPIC.to_string(), 0),
+            )
+        };
+        let stop_e = stop.clone();
+        let net = sim.world.net.clone();
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x0065_746c);
+        let processor = sim.world.host("client")?.spawn(async move {
+            while !stop_e.load(Ordering::SeqCst) {
+                let max = rng.gen_range(1..=8);
+                let commit = rng.gen_bool(0.8);
+                let deadline = net.now_us() + 20_000_000;
+                match etl.round(max, commit, deadline).await {
+                    Ok(n) if n > 0 => {}
+                    Ok(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+                }
+                tokio::time::sleep(Duration::from_millis(rng.gen_range(5..60))).await;
+            }
+        });
+        Some((writer, reader, processor))
     } else {
         None
     };
@@ -444,7 +496,7 @@ fn run_seed_inner(
                 && consumer.is_finished()
                 && txn_workload
                     .as_ref()
-                    .is_none_or(|(w, r)| w.is_finished() && r.is_finished())
+                    .is_none_or(|(w, r, e)| w.is_finished() && r.is_finished() && e.is_finished())
         })?;
         // Every transaction decided (the coordinator aborts what the producer left open at its
         // timeout), read with read_committed and checked. Proactive recovery may lose a
@@ -480,6 +532,7 @@ fn run_seed_inner(
             let (c, a, u) = oracle.txns.counts();
             let read = oracle.txns.read.values().map(|m| m.len()).sum();
             outcome.txns = Some((c, a, u, read));
+            outcome.etl_outputs = oracle.txns.read_count(&(ETL_TOPIC.to_string(), 0));
         }
         sim.check(true);
     }

@@ -431,6 +431,13 @@ impl Sim {
                 .txns
                 .values()
                 .flat_map(|t| t.acked.keys().cloned())
+                .chain(
+                    oracle
+                        .txns
+                        .etl_runs
+                        .iter()
+                        .map(|(_, input, _)| input.clone()),
+                )
                 .collect();
             tps.sort();
             tps.dedup();
@@ -461,6 +468,38 @@ impl Sim {
         {
             let mut oracle = lock(&self.oracle);
             let found = crate::txn::final_violations(&oracle.txns);
+            oracle.violations.extend(found);
+        }
+        // Consume-transform-produce runs: their groups' stable committed offsets against the
+        // output read.
+        let runs: Vec<(String, Tp, Tp)> =
+            lock(&self.oracle).txns.etl_runs.iter().cloned().collect();
+        for (group, input, output) in runs {
+            let mut client = self.client("committed-consumer");
+            let (g, tp) = (group.clone(), input.clone());
+            let deadline = self.world.now_us() + 15_000_000;
+            let committed = self
+                .run_task(Duration::from_secs(16), async move {
+                    client.committed_offset(&g, &tp, deadline).await
+                })?
+                .flatten();
+            let Some(committed) = committed else {
+                anyhow::bail!(
+                    "group {group}: the committed offset of {}-{} could not be read (stable) within 15 s",
+                    input.0,
+                    input.1
+                );
+            };
+            self.world.trace.event(
+                self.world.now_us(),
+                format!(
+                    "group {group} committed {committed:?} for {}-{}",
+                    input.0, input.1
+                ),
+            );
+            let mut oracle = lock(&self.oracle);
+            let found =
+                crate::etl::etl_violations(&oracle.txns, &group, &input, &output, committed);
             oracle.violations.extend(found);
         }
         self.check(false);

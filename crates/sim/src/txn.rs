@@ -32,11 +32,15 @@ use keel_wire::kafka_protocol::messages::add_partitions_to_txn_request::AddParti
 use keel_wire::kafka_protocol::messages::produce_request::{
     PartitionProduceData, TopicProduceData,
 };
+use keel_wire::kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
 use keel_wire::kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse,
-    FetchResponse, FindCoordinatorRequest, FindCoordinatorResponse, InitProducerIdRequest,
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse, ApiKey, EndTxnRequest, EndTxnResponse, FetchResponse,
+    FindCoordinatorRequest, FindCoordinatorResponse, GroupId, InitProducerIdRequest,
     InitProducerIdResponse, ProduceRequest, ProduceResponse, ProducerId, TopicName,
-    TransactionalId,
+    TransactionalId, TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use keel_wire::kafka_protocol::protocol::StrBytes;
 
@@ -97,6 +101,8 @@ impl TxnEnd {
 pub struct Txn {
     /// Values whose produce was acknowledged, by partition, in order.
     pub acked: BTreeMap<Tp, Vec<Bytes>>,
+    /// Consumer offsets sent in the transaction (TxnOffsetCommit): group, partition, offset.
+    pub offsets: Vec<(String, Tp, i64)>,
     pub end: TxnEnd,
 }
 
@@ -108,10 +114,16 @@ pub struct TxnOracle {
     pub owner: BTreeMap<Bytes, TxnKey>,
     /// Records a read_committed consumer returned, by partition and offset.
     pub read: BTreeMap<Tp, BTreeMap<i64, Bytes>>,
-    /// The highest last stable offset each partition reported.
-    pub lso_seen: BTreeMap<Tp, i64>,
+    /// The highest last stable offset each partition reported to each read_committed client
+    /// (by name: answers on different connections may arrive out of order).
+    pub lso_seen: BTreeMap<(String, Tp), i64>,
     /// Transactions started per transactional id.
     started: BTreeMap<String, u64>,
+    /// Consume-transform-produce runs ([`crate::etl`]): (group, input, output).
+    pub etl_runs: BTreeSet<(String, Tp, Tp)>,
+    /// What each output record of a consume-transform-produce run was made from: its input
+    /// partition, offset and value.
+    pub etl_outputs: BTreeMap<Bytes, (Tp, i64, Bytes)>,
 }
 
 impl TxnOracle {
@@ -213,7 +225,7 @@ impl std::fmt::Display for TxnError {
     }
 }
 
-fn retriable_coordinator_error(code: i16) -> bool {
+pub(crate) fn retriable_coordinator_error(code: i16) -> bool {
     matches!(
         code,
         COORDINATOR_LOAD_IN_PROGRESS
@@ -256,6 +268,8 @@ pub struct TxnProducer {
     sequences: BTreeMap<Tp, i32>,
     /// The open transaction and the partitions added to it.
     current: Option<(TxnKey, BTreeSet<Tp>)>,
+    /// Group coordinators found, by group id.
+    group_coordinators: BTreeMap<String, i32>,
 }
 
 impl TxnProducer {
@@ -268,6 +282,7 @@ impl TxnProducer {
             producer: None,
             sequences: BTreeMap::new(),
             current: None,
+            group_coordinators: BTreeMap::new(),
         }
     }
 
@@ -410,6 +425,7 @@ impl TxnProducer {
                 key.clone(),
                 Txn {
                     acked: BTreeMap::new(),
+                    offsets: Vec::new(),
                     end: TxnEnd::Open,
                 },
             );
@@ -476,6 +492,39 @@ impl TxnProducer {
     /// Writes `count` records to `tp` in the open transaction with `acks=all` (one batch,
     /// retried with the same sequence until answered).
     pub async fn send(&mut self, tp: &Tp, count: u32, deadline_us: u64) -> Result<(), TxnError> {
+        let Some((key, _)) = self.current.clone() else {
+            return Err(TxnError::Failed("no open transaction".into()));
+        };
+        let sequence = *self.sequences.get(tp).unwrap_or(&0);
+        let base = lock(self.client.oracle())
+            .txns
+            .txns
+            .get(&key)
+            .map_or(0, |t| t.acked.values().map(Vec::len).sum::<usize>());
+        let values: Vec<Bytes> = (0..count as usize)
+            .map(|i| {
+                Bytes::from(format!(
+                    "txn {}#{} {}-{} seq {} #{}",
+                    key.0,
+                    key.1,
+                    tp.0,
+                    tp.1,
+                    sequence,
+                    base + i
+                ))
+            })
+            .collect();
+        self.send_values(tp, values, deadline_us).await
+    }
+
+    /// Writes `values` (each unique in the run) to `tp` in the open transaction, as
+    /// [`send`](Self::send).
+    pub async fn send_values(
+        &mut self,
+        tp: &Tp,
+        values: Vec<Bytes>,
+        deadline_us: u64,
+    ) -> Result<(), TxnError> {
         self.add_partition(tp, deadline_us).await?;
         let (key, _) = self
             .current
@@ -483,31 +532,13 @@ impl TxnProducer {
             .expect("add_partition needs a transaction");
         let (pid, epoch) = self.producer.expect("initialized");
         let sequence = *self.sequences.get(tp).unwrap_or(&0);
-        let values: Vec<Bytes> = {
+        let count = values.len();
+        {
             let mut oracle = lock(self.client.oracle());
-            let base = oracle
-                .txns
-                .txns
-                .get(&key)
-                .map_or(0, |t| t.acked.values().map(Vec::len).sum::<usize>());
-            let values: Vec<Bytes> = (0..count as usize)
-                .map(|i| {
-                    Bytes::from(format!(
-                        "txn {}#{} {}-{} seq {} #{}",
-                        key.0,
-                        key.1,
-                        tp.0,
-                        tp.1,
-                        sequence,
-                        base + i
-                    ))
-                })
-                .collect();
             for v in &values {
                 oracle.txns.owner.insert(v.clone(), key.clone());
             }
-            values
-        };
+        }
         let records: Vec<(Option<&[u8]>, &[u8])> =
             values.iter().map(|v| (None, v.as_ref())).collect();
         let mut batch = build_batch(&records, self.client.now() as i64 / 1_000);
@@ -590,6 +621,131 @@ impl TxnProducer {
         }
     }
 
+    /// Commits consumer offsets of `group` inside the open transaction, as
+    /// `sendOffsetsToTransaction` does: AddOffsetsToTxn to the transaction coordinator (v1
+    /// only: with v2, TxnOffsetCommit v5 adds the group's partition itself), then TxnOffsetCommit
+    /// to the group's coordinator without a generation (a standalone consumer). The offsets
+    /// are noted in the oracle before they are sent.
+    pub async fn send_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(Tp, i64)],
+        deadline_us: u64,
+    ) -> Result<(), TxnError> {
+        let Some((key, _)) = self.current.clone() else {
+            return Err(TxnError::Failed("no open transaction".into()));
+        };
+        let (pid, epoch) = self.producer.expect("begin initialized the producer");
+        let transactional_id =
+            TransactionalId(StrBytes::from_string(self.transactional_id.clone()));
+        let group_id = GroupId(StrBytes::from_string(group.to_string()));
+        if !self.v2 {
+            let request = AddOffsetsToTxnRequest::default()
+                .with_transactional_id(transactional_id.clone())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_group_id(group_id.clone());
+            let response = self
+                .coordinator_call(
+                    ApiKey::AddOffsetsToTxn,
+                    3,
+                    &request,
+                    |r: &AddOffsetsToTxnResponse| r.error_code,
+                    deadline_us,
+                )
+                .await?;
+            match response.error_code {
+                0 => {}
+                code if fencing(code) => return Err(TxnError::Fenced(code)),
+                code => return Err(TxnError::Failed(format!("AddOffsetsToTxn: error {code}"))),
+            }
+        }
+        if let Some(t) = lock(self.client.oracle()).txns.txns.get_mut(&key) {
+            t.offsets.extend(
+                offsets
+                    .iter()
+                    .map(|(tp, offset)| (group.to_string(), tp.clone(), *offset)),
+            );
+        }
+        let mut by_topic: BTreeMap<&str, Vec<TxnOffsetCommitRequestPartition>> = BTreeMap::new();
+        for ((topic, partition), offset) in offsets {
+            by_topic.entry(topic).or_default().push(
+                TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(*offset)
+                    .with_committed_leader_epoch(-1),
+            );
+        }
+        let request = TxnOffsetCommitRequest::default()
+            .with_transactional_id(transactional_id)
+            .with_group_id(group_id)
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_member_id(StrBytes::from_static_str(""))
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(topic, partitions)| {
+                        TxnOffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            );
+        let mut last = String::from("no answer");
+        loop {
+            if self.client.now() >= deadline_us {
+                return Err(TxnError::Failed(format!("TxnOffsetCommit: {last}")));
+            }
+            let coordinator = match self.group_coordinators.get(group) {
+                Some(c) => *c,
+                None => match self.client.group_coordinator(group).await {
+                    Some(c) => {
+                        self.group_coordinators.insert(group.to_string(), c);
+                        c
+                    }
+                    None => {
+                        last = "no group coordinator found".into();
+                        tokio::time::sleep(RETRY_BACKOFF).await;
+                        continue;
+                    }
+                },
+            };
+            let version = if self.v2 { 5 } else { 3 };
+            let response: Option<TxnOffsetCommitResponse> = self
+                .client
+                .call(coordinator, ApiKey::TxnOffsetCommit, version, &request)
+                .await;
+            let code = response.map(|r| {
+                r.topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter())
+                    .map(|p| p.error_code)
+                    .find(|c| *c != 0)
+                    .unwrap_or(0)
+            });
+            match code {
+                Some(0) => return Ok(()),
+                Some(code) if fencing(code) => return Err(TxnError::Fenced(code)),
+                Some(code) if retriable_coordinator_error(code) => {
+                    last = format!("error {code}");
+                    if matches!(code, NOT_COORDINATOR | COORDINATOR_NOT_AVAILABLE) {
+                        self.group_coordinators.remove(group);
+                    }
+                }
+                Some(code) => {
+                    return Err(TxnError::Failed(format!("TxnOffsetCommit: error {code}")))
+                }
+                None => {
+                    last = format!("group coordinator {coordinator} did not answer");
+                    self.group_coordinators.remove(group);
+                }
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
     /// Ends the open transaction (EndTxn v3; v5 with transactions v2, taking the bumped epoch
     /// it answers); the producer notes in the oracle that the end was sent before sending it,
     /// and that it was acknowledged after.
@@ -657,6 +813,7 @@ impl TxnProducer {
         self.current = None;
         self.sequences.clear();
         self.coordinator = None;
+        self.group_coordinators.clear();
     }
 
     fn set_end(&self, key: &TxnKey, end: TxnEnd) {
@@ -713,6 +870,26 @@ impl Client {
         let mut next = 0i64;
         let mut target: Option<i64> = None;
         loop {
+            let read = self.fetch_committed(tp, next, deadline_us).await?;
+            next = read.next;
+            let target_now = *target.get_or_insert(read.lso);
+            if next >= target_now.min(read.lso) {
+                return Some((read.lso, read.hwm));
+            }
+        }
+    }
+
+    /// One read_committed Fetch of `tp` from `from` (retried until its leader answers, or
+    /// `deadline_us`), checked and recorded in the [`TxnOracle`] as
+    /// [`consume_committed`](Self::consume_committed) describes.
+    pub async fn fetch_committed(
+        &mut self,
+        tp: &Tp,
+        from: i64,
+        deadline_us: u64,
+    ) -> Option<CommittedRead> {
+        let next = from;
+        loop {
             if self.now() >= deadline_us {
                 return None;
             }
@@ -738,61 +915,31 @@ impl Client {
                 continue;
             }
             let (lso, hwm) = (p.last_stable_offset, p.high_watermark);
-            let mut aborted: Vec<(i64, i64)> = p
+            let aborted: Vec<(i64, i64)> = p
                 .aborted_transactions
                 .iter()
                 .flatten()
                 .map(|a| (a.first_offset, a.producer_id.0))
                 .collect();
-            aborted.sort_unstable();
-            let mut aborted = aborted.into_iter().peekable();
-            let mut aborting: BTreeSet<i64> = BTreeSet::new();
-            let mut records: Vec<(i64, Bytes)> = Vec::new();
-            let mut end = next;
-            if let Some(bytes) = &p.records {
-                for batch in BatchIter::new(bytes) {
-                    let Ok(batch) = batch else { break };
-                    let h: &BatchHeader = &batch.header;
-                    end = end.max(h.next_offset().0);
-                    if h.is_control() {
-                        if let Ok(Some(marker)) = EndTxnMarker::parse(batch.bytes, h) {
-                            if marker.kind == ControlType::Abort {
-                                aborting.remove(&h.producer_id);
-                            }
-                        }
-                        continue;
-                    }
-                    if h.attributes & TRANSACTIONAL_ATTRIBUTE != 0 {
-                        while let Some((_, pid)) =
-                            aborted.next_if(|(first, _)| *first <= h.last_offset().0)
-                        {
-                            aborting.insert(pid);
-                        }
-                        if aborting.contains(&h.producer_id) {
-                            continue;
-                        }
-                    }
-                    if let Some(decoded) = decode_records(batch.bytes) {
-                        records.extend(
-                            decoded
-                                .into_iter()
-                                .map(|r| (r.offset, Bytes::from(r.value))),
-                        );
-                    }
-                }
-            }
+            let (records, end) = match &p.records {
+                Some(bytes) => committed_records(bytes, aborted),
+                None => (Vec::new(), next),
+            };
+            let end = end.max(next);
             let mut oracle = lock(self.oracle());
-            let seen = oracle.txns.lso_seen.get(tp).copied().unwrap_or(0);
+            let returned = records.clone();
+            let seen_key = (self.name().to_string(), tp.clone());
+            let seen = oracle.txns.lso_seen.get(&seen_key).copied().unwrap_or(0);
             if lso < seen {
                 oracle.violations.push(ClientViolation {
                     property: "the last stable offset never moves backward",
                     detail: format!(
-                        "{}-{}: broker {leader} reported last stable offset {lso} after {seen} was seen",
-                        tp.0, tp.1
+                        "{}-{}: broker {leader} reported last stable offset {lso} to {} after {seen}",
+                        tp.0, tp.1, self.name()
                     ),
                 });
             }
-            oracle.txns.lso_seen.insert(tp.clone(), lso.max(seen));
+            oracle.txns.lso_seen.insert(seen_key, lso.max(seen));
             for (offset, value) in records {
                 if let Some(key) = oracle.txns.owner.get(&value).cloned() {
                     let end = oracle.txns.txns.get(&key).map(|t| t.end);
@@ -824,13 +971,70 @@ impl Client {
             }
             drop(oracle);
             // The fetch stops at the LSO; batches cut short by it end the read.
-            next = end.min(lso).max(next);
-            let target_now = *target.get_or_insert(lso);
-            if next >= target_now.min(lso) {
-                return Some((lso, hwm));
-            }
+            return Some(CommittedRead {
+                records: returned,
+                next: end.min(lso).max(next),
+                lso,
+                hwm,
+            });
         }
     }
+}
+
+/// The records a read_committed consumer returns from a fetch's `bytes`, given the aborted
+/// transactions (first offset, producer id) the broker listed with it, and the offset after
+/// the last whole batch. As Kafka's consumer does: for every transactional batch (control
+/// batches included — an abort marker must find its producer listed even when the fetch began
+/// inside the transaction) the aborted transactions starting at or before it are taken first;
+/// an abort marker ends its producer's; data of a producer in an aborted transaction is dropped.
+fn committed_records(bytes: &[u8], mut aborted: Vec<(i64, i64)>) -> (Vec<(i64, Bytes)>, i64) {
+    aborted.sort_unstable();
+    let mut aborted = aborted.into_iter().peekable();
+    let mut aborting: BTreeSet<i64> = BTreeSet::new();
+    let mut records: Vec<(i64, Bytes)> = Vec::new();
+    let mut end = i64::MIN;
+    for batch in BatchIter::new(bytes) {
+        let Ok(batch) = batch else { break };
+        let h: &BatchHeader = &batch.header;
+        end = end.max(h.next_offset().0);
+        let transactional = h.attributes & TRANSACTIONAL_ATTRIBUTE != 0;
+        if transactional {
+            while let Some((_, pid)) = aborted.next_if(|(first, _)| *first <= h.last_offset().0) {
+                aborting.insert(pid);
+            }
+        }
+        if h.is_control() {
+            if let Ok(Some(marker)) = EndTxnMarker::parse(batch.bytes, h) {
+                if marker.kind == ControlType::Abort {
+                    aborting.remove(&h.producer_id);
+                }
+            }
+            continue;
+        }
+        if transactional && aborting.contains(&h.producer_id) {
+            continue;
+        }
+        if let Some(decoded) = decode_records(batch.bytes) {
+            records.extend(
+                decoded
+                    .into_iter()
+                    .map(|r| (r.offset, Bytes::from(r.value))),
+            );
+        }
+    }
+    (records, end)
+}
+
+/// What one read_committed Fetch returned.
+#[derive(Debug, Clone)]
+pub struct CommittedRead {
+    /// The records returned (aborted transactions' dropped), by offset.
+    pub records: Vec<(i64, Bytes)>,
+    /// Where the next fetch starts (past control batches and aborted data, never past the
+    /// last stable offset).
+    pub next: i64,
+    pub lso: i64,
+    pub hwm: i64,
 }
 
 #[cfg(test)]
@@ -852,7 +1056,14 @@ mod tests {
         for v in acked.values().flatten() {
             o.owner.insert(v.clone(), key.clone());
         }
-        o.txns.insert(key, Txn { acked, end });
+        o.txns.insert(
+            key,
+            Txn {
+                acked,
+                offsets: Vec::new(),
+                end,
+            },
+        );
         for (p, offset, v) in read {
             o.read
                 .entry(tp(*p))
@@ -867,6 +1078,59 @@ mod tests {
             .into_iter()
             .map(|v| v.property)
             .collect()
+    }
+
+    /// A batch of producer `pid` at `base` (transactional data with `values`, or a marker).
+    fn batch(base: i64, pid: i64, values: &[&str], marker: Option<ControlType>) -> Vec<u8> {
+        let mut b = match marker {
+            Some(kind) => EndTxnMarker {
+                kind,
+                coordinator_epoch: 0,
+            }
+            .to_batch(pid, 0, 0),
+            None => {
+                let records: Vec<(Option<&[u8]>, &[u8])> =
+                    values.iter().map(|v| (None, v.as_bytes())).collect();
+                let mut b = build_batch(&records, 0);
+                set_transactional_producer(&mut b, pid, 0);
+                set_producer(&mut b, pid, 0, 0);
+                b
+            }
+        };
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        b
+    }
+
+    fn values(records: &[(i64, Bytes)]) -> Vec<(i64, String)> {
+        records
+            .iter()
+            .map(|(o, v)| (*o, String::from_utf8_lossy(v).into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_fetch_beginning_inside_an_aborted_transaction_keeps_the_next_committed_one() {
+        // Producer 7: an aborted transaction from offset 5 (its marker at 9), then a committed
+        // one at 10 (marker at 11). A fetch from 9 starts at the abort marker; the broker lists
+        // the aborted transaction (first offset 5). The committed record at 10 must be kept.
+        let bytes = [
+            batch(9, 7, &[], Some(ControlType::Abort)),
+            batch(10, 7, &["kept"], None),
+            batch(11, 7, &[], Some(ControlType::Commit)),
+        ]
+        .concat();
+        let (records, end) = committed_records(&bytes, vec![(5, 7)]);
+        assert_eq!(values(&records), [(10, "kept".to_string())]);
+        assert_eq!(end, 12);
+        // From 5: the aborted data is dropped, the committed kept.
+        let bytes = [
+            batch(5, 7, &["dropped"], None),
+            batch(9, 7, &[], Some(ControlType::Abort)),
+            batch(10, 7, &["kept"], None),
+        ]
+        .concat();
+        let (records, _) = committed_records(&bytes, vec![(5, 7)]);
+        assert_eq!(values(&records), [(10, "kept".to_string())]);
     }
 
     #[test]
