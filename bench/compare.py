@@ -903,6 +903,41 @@ class Bench:
             R.add(R.row("txn_100", workload, tool, "throughput", "txn/s", True), system.name, r["txn_per_s"])
             R.add(R.row("txn_100_p50", workload, tool, "commit latency p50", "ms", False), system.name, r["p50_ms"])
             R.add(R.row("txn_100_p99", workload, tool, "commit latency p99", "ms", False), system.name, r["p99_ms"])
+        # The same work from the Java client (Kafka's own, of the harness's version), whose retry
+        # of CONCURRENT_TRANSACTIONS backs off differently from librdkafka's.
+        tool = f"Java client {self.tools.version} transactional producer ×1 (bench/java/TransactionalProduceBench.java)"
+        for rep in range(a.repeats):
+            log(f"{system.name}: transactions (Java client), {count} × 100 records, run {rep + 1}/{a.repeats}")
+            try:
+                classes = self.java_bench_classes()
+                topic = txbench.create_topic(BOOTSTRAP)
+                out = subprocess.run(
+                    ["java", "-Xmx512m", f"-Dlog4j2.configurationFile={BENCH / 'kafka' / 'log4j2-tools.properties'}",
+                     "-cp", f"{classes}:{self.tools.classpath}", "TransactionalProduceBench",
+                     BOOTSTRAP, topic, str(txbench.PARTITIONS), str(count), "100", "100"],
+                    capture_output=True, text=True, timeout=600)
+                if out.returncode != 0:
+                    raise RuntimeError(f"TransactionalProduceBench exited with {out.returncode}: "
+                                       f"{(out.stderr or out.stdout).strip()[-500:]}")
+                txn_per_s, _, p50, p99 = (float(x) for x in out.stdout.split()[-4:])
+            except Exception as e:
+                R.fail(R.row("txn_100_java", workload, tool, "throughput", "txn/s", True), system.name, str(e))
+                continue
+            R.add(R.row("txn_100_java", workload, tool, "throughput", "txn/s", True), system.name, txn_per_s)
+            R.add(R.row("txn_100_java_p50", workload, tool, "commit latency p50", "ms", False), system.name, p50)
+            R.add(R.row("txn_100_java_p99", workload, tool, "commit latency p99", "ms", False), system.name, p99)
+
+    def java_bench_classes(self) -> Path:
+        """bench/java/*.java compiled against the harness's Kafka jars (once per source change)."""
+        sources = sorted((BENCH / "java").glob("*.java"))
+        out = CACHE / f"java-classes-{self.tools.version}"
+        stamp = out / ".stamp"
+        newest = max(src.stat().st_mtime for src in sources)
+        if not stamp.exists() or stamp.stat().st_mtime < newest:
+            out.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["javac", "-cp", self.tools.classpath, "-d", str(out), *map(str, sources)], check=True)
+            stamp.touch()
+        return out
 
     def drop_caches(self) -> bool:
         os.sync()

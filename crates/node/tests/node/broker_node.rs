@@ -2225,3 +2225,120 @@ async fn client_quotas_are_altered_and_described_through_the_broker() {
     assert_eq!(described.error_code, 31, "DESCRIBE_CONFIGS on the cluster");
     node.stop().await;
 }
+
+// A transactions v2 producer (Java 4.x) adds no partitions itself: its first batches of a
+// transaction reach their leaders together, and each leader adds its partition with the
+// coordinator. Those adds — and the first one after EndTxn, while the markers are being written
+// — wait their turn at the coordinator instead of being refused (`CONCURRENT_TRANSACTIONS`,
+// which a produce answers as `NOT_ENOUGH_REPLICAS`, costing the client its retry backoff).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_producers_concurrent_first_writes_are_all_added_without_a_refusal() {
+    use keel_log::plain_batch::{set_producer, set_transactional_producer};
+    use keel_wire::kafka_protocol::messages::{
+        EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, ProducerId,
+        TransactionalId,
+    };
+    const PARTITIONS: i32 = 6;
+    const TXN_ID: &str = "concurrent-adds";
+    let machine = Machine::formatted();
+    let node = machine
+        .start_with(&[
+            ("transaction.state.log.replication.factor", "1"),
+            ("transaction.state.log.min.isr", "1"),
+            ("transaction.state.log.num.partitions", "1"),
+        ])
+        .await;
+    let mut admin = machine.client(&node).await;
+    admin.create_topic("v2", PARTITIONS, &[]).await;
+    let txn_id = || TransactionalId(StrBytes::from_static_str(TXN_ID));
+
+    // The coordinator (this node) found and loaded, then a producer id.
+    let deadline = Instant::now() + NODE_TIMEOUT;
+    let (mut pid, mut epoch) = loop {
+        let found: FindCoordinatorResponse = admin
+            .conn
+            .call_version(
+                ApiKey::FindCoordinator,
+                4,
+                &FindCoordinatorRequest::default()
+                    .with_key_type(1)
+                    .with_coordinator_keys(vec![StrBytes::from_static_str(TXN_ID)]),
+            )
+            .await
+            .unwrap();
+        if found.coordinators[0].error_code == 0 {
+            let init: InitProducerIdResponse = admin
+                .conn
+                .call_version(
+                    ApiKey::InitProducerId,
+                    5,
+                    &InitProducerIdRequest::default()
+                        .with_transactional_id(Some(txn_id()))
+                        .with_transaction_timeout_ms(60_000)
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1),
+                )
+                .await
+                .unwrap();
+            if init.error_code == 0 {
+                break (init.producer_id.0, init.producer_epoch);
+            }
+        }
+        assert!(Instant::now() < deadline, "no transaction coordinator");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+
+    let mut writers = Vec::new();
+    for _ in 0..PARTITIONS {
+        writers.push(machine.client(&node).await);
+    }
+    for round in 0..5 {
+        // Every partition's first write of the transaction at once, each on its connection.
+        let writes = writers.iter_mut().enumerate().map(|(p, w)| {
+            let mut batch = build_batch(&[(None, format!("r{round}p{p}").as_bytes())], 0);
+            set_transactional_producer(&mut batch, pid, epoch);
+            set_producer(&mut batch, pid, epoch, 0);
+            let request = ProduceRequest::default()
+                .with_transactional_id(Some(txn_id()))
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(name("v2"))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(p as i32)
+                        .with_records(Some(Bytes::from(batch)))])]);
+            async move {
+                let response: ProduceResponse = w
+                    .conn
+                    .call_version(ApiKey::Produce, 12, &request)
+                    .await
+                    .unwrap();
+                response.responses[0].partition_responses[0].error_code
+            }
+        });
+        let codes = futures_util::future::join_all(writes).await;
+        assert_eq!(
+            codes,
+            vec![0; PARTITIONS as usize],
+            "round {round}: every first write added and appended"
+        );
+        // EndTxn v5 answers the bumped epoch; the next round starts at once, while the markers
+        // are being written.
+        let ended: EndTxnResponse = admin
+            .conn
+            .call_version(
+                ApiKey::EndTxn,
+                5,
+                &EndTxnRequest::default()
+                    .with_transactional_id(txn_id())
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(true),
+            )
+            .await
+            .unwrap();
+        assert_eq!(ended.error_code, 0, "round {round}: {ended:?}");
+        (pid, epoch) = (ended.producer_id.0, ended.producer_epoch);
+    }
+    node.stop().await;
+}
