@@ -54,6 +54,7 @@ error_codes! {
     PreferredLeaderNotAvailable = 80, "PREFERRED_LEADER_NOT_AVAILABLE";
     EligibleLeadersNotAvailable = 83, "ELIGIBLE_LEADERS_NOT_AVAILABLE";
     ElectionNotNeeded = 84, "ELECTION_NOT_NEEDED";
+    NoReassignmentInProgress = 85, "NO_REASSIGNMENT_IN_PROGRESS";
     InvalidUpdateVersion = 95, "INVALID_UPDATE_VERSION";
     UnknownTopicId = 100, "UNKNOWN_TOPIC_ID";
     DuplicateBrokerRegistration = 101, "DUPLICATE_BROKER_REGISTRATION";

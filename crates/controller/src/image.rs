@@ -297,6 +297,27 @@ impl ClusterImage {
         )
     }
 
+    /// A partition's effective min ISR: min(`min.insync.replicas`, its replication factor —
+    /// the target of a reassignment in progress).
+    pub fn partition_min_isr(&self, tp: TopicPartition) -> usize {
+        match (self.topics.get(&tp.topic), self.partition(tp)) {
+            (Some(t), Some(p)) => config::effective_min_isr(
+                config::configured_min_isr(&t.configs, &self.cluster_configs),
+                p.replication_factor(),
+            ),
+            _ => self.effective_min_isr(tp.topic),
+        }
+    }
+
+    /// A topic's `min.insync.replicas` as configured (topic, else cluster, else 1).
+    pub fn configured_min_isr(&self, topic: TopicId) -> usize {
+        self.topics
+            .get(&topic)
+            .map_or(config::DEFAULT_MIN_INSYNC_REPLICAS, |t| {
+                config::configured_min_isr(&t.configs, &self.cluster_configs)
+            })
+    }
+
     /// A topic's unclean-recovery strategy.
     pub fn strategy(&self, topic: TopicId) -> UncleanRecoveryStrategy {
         let empty = BTreeMap::new();
@@ -315,7 +336,8 @@ impl ClusterImage {
         let p = self.partition(tp)?;
         let ctx = crate::partition_change::ChangeContext {
             live,
-            min_isr: self.effective_min_isr(tp.topic),
+            min_isr: self.partition_min_isr(tp),
+            configured_min_isr: self.configured_min_isr(tp.topic),
             strategy: self.strategy(tp.topic),
             elr_enabled: self.elr_enabled(),
         };
@@ -685,7 +707,7 @@ impl ClusterImage {
                 continue;
             }
             let has_elr = !p.elr.is_empty() || !p.last_known_elr.is_empty();
-            if has_elr && p.isr.len() >= self.effective_min_isr(tp.topic) {
+            if has_elr && p.isr.len() >= self.partition_min_isr(tp) {
                 let mut next = p.clone();
                 next.elr.clear();
                 next.last_known_elr.clear();
@@ -836,11 +858,7 @@ fn check_new_partition(
     next: &PartitionState,
     cluster_configs: &BTreeMap<String, String>,
 ) -> Result<(), ReplayError> {
-    let rf = if topic.partitions.is_empty() || tp.partition == 0 {
-        next.replication_factor()
-    } else {
-        topic.replication_factor()
-    };
+    let rf = next.replication_factor();
     let min_isr = config::effective_min_isr(
         config::configured_min_isr(&topic.configs, cluster_configs),
         rf,

@@ -139,17 +139,17 @@ pub mod scram;
 pub mod types;
 
 pub use controller::{
-    too_many_partitions, topic_batch_partitions, EXCESSIVE_BATCH, EXCESSIVE_PARTITIONS,
-    MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST, MAX_RECORDS_PER_BATCH,
-    MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
+    list_reassignments, too_many_partitions, topic_batch_partitions, EXCESSIVE_BATCH,
+    EXCESSIVE_PARTITIONS, MAX_NEW_PARTITIONS_PER_CREATE_PARTITIONS, MAX_PARTITIONS_PER_REQUEST,
+    MAX_RECORDS_PER_BATCH, MAX_RECORDS_PER_USER_OP, MAX_REPLICAS_PER_REQUEST,
 };
 pub use controller::{
     ConfigChange, Controller, ControllerConfig, CreatePartitionsRequest, CreateTopicRequest,
     ElectionOutcome, ElectionResult, ElectionType, HeartbeatRequest, HeartbeatResponse,
-    LostReplica, LostReplicaReason, Output, ProducerIdBlock, QuotaAlteration,
-    RegisterBrokerRequest, RegisterBrokerResponse, ScramAlterResult, ScramDeletion, ScramUpsertion,
-    LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE, TRANSACTION_VERSION_FEATURE,
-    TRANSACTION_VERSION_MAX,
+    LostReplica, LostReplicaReason, OngoingReassignment, Output, ProducerIdBlock, QuotaAlteration,
+    ReassignmentRequest, RegisterBrokerRequest, RegisterBrokerResponse, ScramAlterResult,
+    ScramDeletion, ScramUpsertion, LOST_REPLICAS_PER_HEARTBEAT_MAX, PRODUCER_ID_BLOCK_SIZE,
+    TRANSACTION_VERSION_FEATURE, TRANSACTION_VERSION_MAX,
 };
 pub use errors::{ApiError, ErrorCode, ReplayError};
 pub use image::ClusterImage;

@@ -43,6 +43,15 @@ pub struct PartitionState {
     /// carries the recovery on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovery_requested: Option<RecoveryMode>,
+    /// A reassignment in progress: the replicas it adds (Kafka's `addingReplicas`). They are in
+    /// `replicas` and follow the leader; the reassignment completes once every target replica
+    /// is in the ISR.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<BrokerId>,
+    /// A reassignment in progress: the replicas it removes (Kafka's `removingReplicas`), still
+    /// in `replicas` until it completes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<BrokerId>,
 }
 
 impl PartitionState {
@@ -64,12 +73,29 @@ impl PartitionState {
             partition_epoch: PartitionEpoch(0),
             leader_recovery_state: LeaderRecoveryState::Recovered,
             recovery_requested: None,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
     }
 
-    /// The replication factor.
+    /// The replication factor: the replicas a reassignment in progress keeps (its target), or
+    /// all of them.
     pub fn replication_factor(&self) -> usize {
-        self.replicas.len()
+        self.replicas.len() - self.removing_replicas.len()
+    }
+
+    /// Whether a reassignment is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas a reassignment in progress aims at (in preference order), or the replicas.
+    pub fn target_replicas(&self) -> Vec<BrokerId> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
     }
 
     /// Whether `broker` is an assigned replica.
@@ -108,8 +134,17 @@ impl PartitionState {
         if let Some(state) = delta.leader_recovery_state {
             next.leader_recovery_state = state;
         }
+        if let Some(replicas) = &delta.replicas {
+            next.replicas = replicas.clone();
+        }
         if let Some(directories) = &delta.directories {
             next.directories = directories.clone();
+        }
+        if let Some(adding) = &delta.adding_replicas {
+            next.adding_replicas = adding.clone();
+        }
+        if let Some(removing) = &delta.removing_replicas {
+            next.removing_replicas = removing.clone();
         }
         if let Some(mode) = delta.recovery_requested {
             next.recovery_requested = Some(mode);
@@ -126,6 +161,8 @@ impl PartitionState {
     ///
     /// - replicas are distinct and `directories` is aligned with them;
     /// - ISR ⊆ replicas, ELR ⊆ replicas, LastKnownELR ⊆ replicas;
+    /// - a reassignment's adding and removing replicas are distinct replicas, disjoint, and
+    ///   leave at least one target replica;
     /// - ISR ∩ ELR = ∅ ("the member of ELR should not be in ISR");
     /// - |ISR| ≥ min ISR ⇒ ELR = ∅ ("if ELR is not empty, the ISR is under min ISR");
     /// - the leader, when there is one, is in the ISR — also right after an unclean election,
@@ -152,6 +189,20 @@ impl PartitionState {
             return Err(format!(
                 "LastKnownELR {:?} not within replicas",
                 self.last_known_elr
+            ));
+        }
+        let adding: BTreeSet<BrokerId> = self.adding_replicas.iter().copied().collect();
+        let removing: BTreeSet<BrokerId> = self.removing_replicas.iter().copied().collect();
+        if adding.len() != self.adding_replicas.len()
+            || removing.len() != self.removing_replicas.len()
+            || !adding.is_subset(&replicas)
+            || !removing.is_subset(&replicas)
+            || !adding.is_disjoint(&removing)
+            || removing.len() >= replicas.len()
+        {
+            return Err(format!(
+                "reassignment adding {:?} removing {:?} not within replicas {:?}",
+                self.adding_replicas, self.removing_replicas, self.replicas
             ));
         }
         if !self.isr.is_disjoint(&self.elr) {

@@ -24,7 +24,16 @@
 //! 5. **Normalise**: if the resulting ISR meets min ISR, ELR and LastKnownELR are emptied (the
 //!    invariant "if ELR is not empty, the ISR is under min ISR", e.g. min ISR 1); LastKnownELR
 //!    never overlaps ISR or ELR.
-//! 6. **Epochs** are not computed here: the record sets `leader` only when the leader changes,
+//! 6. **Reassignment** (Kafka's `PartitionReassignmentReplicas`): a reassignment puts the
+//!    target replicas first and the replicas it removes after them in `replicas`, and
+//!    completes in whichever change first finds every target replica in the ISR (minus the
+//!    removed ones): `replicas` becomes the target, the removed replicas leave ISR, ELR and
+//!    LastKnownELR (ELR and LastKnownELR never name a replica that is not assigned, which
+//!    Kafka's builder does not ensure), and the leader, if removed, is replaced from the ISR in
+//!    the target's order. A change that drops replicas sets the leader field (the same leader)
+//!    so the leader epoch moves and the removed replicas are fenced. Min ISR is that of the
+//!    target replication factor.
+//! 7. **Epochs** are not computed here: the record sets `leader` only when the leader changes,
 //!    and replay bumps the leader epoch iff `leader` is set and the partition epoch always
 //!    ([`PartitionState::apply`]). No change → no record.
 //!
@@ -38,9 +47,12 @@
 
 use std::collections::BTreeSet;
 
+use crate::config::effective_min_isr;
 use crate::partition::PartitionState;
 use crate::records::{LeaderChange, PartitionDelta};
-use crate::types::{BrokerId, LeaderRecoveryState, RecoveryMode, UncleanRecoveryStrategy};
+use crate::types::{
+    BrokerId, DirectoryId, LeaderRecoveryState, RecoveryMode, UncleanRecoveryStrategy,
+};
 
 /// What is proposed for one partition.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,6 +92,20 @@ pub enum ProposedChange {
     ElectRecovered(BrokerId),
     /// `min.insync.replicas` changed: clear ELR and LastKnownELR if the ISR meets min ISR.
     ClearElr,
+    /// An operator's reassignment to `target` (distinct registered brokers, in preference
+    /// order; checked by the caller). It replaces one in progress: the replicas are then those
+    /// of both. `directories` is aligned with `target`: the log directory of a replica this
+    /// adds (an existing replica keeps its own).
+    Reassign {
+        /// The target replicas.
+        target: Vec<BrokerId>,
+        /// The directory of each target replica, if it is new.
+        directories: Vec<Option<DirectoryId>>,
+    },
+    /// Cancels the reassignment in progress: the replicas it was adding leave (ISR, ELR and
+    /// LastKnownELR too), those it was removing stay. The caller checks that one is in progress
+    /// and that [`cancel_keeps_committed_data`] holds.
+    CancelReassignment,
 }
 
 /// Everything besides the partition the function looks at.
@@ -89,6 +115,9 @@ pub struct ChangeContext<'a> {
     pub live: &'a BTreeSet<BrokerId>,
     /// Effective min ISR: min(`min.insync.replicas`, replication factor).
     pub min_isr: usize,
+    /// `min.insync.replicas` as configured (the effective min ISR of a change that moves the
+    /// replication factor is computed from it).
+    pub configured_min_isr: usize,
     /// The topic's unclean-recovery strategy.
     pub strategy: UncleanRecoveryStrategy,
     /// `eligible.leader.replicas.enable`.
@@ -160,6 +189,9 @@ pub fn partition_change(
         leader_recovery_state: current.leader_recovery_state,
         directories: None,
         preferred: false,
+        replicas: current.replicas.clone(),
+        adding: current.adding_replicas.clone(),
+        removing: current.removing_replicas.clone(),
     };
     match change {
         ProposedChange::AlterIsr {
@@ -206,7 +238,13 @@ pub fn partition_change(
             }
             return finish(current, Outcome::from(current), None);
         }
+        ProposedChange::Reassign {
+            target: replicas,
+            directories,
+        } => reassign(current, &mut target, replicas, directories),
+        ProposedChange::CancelReassignment => cancel_reassignment(current, &mut target),
     }
+    complete_reassignment(current, &mut target);
     if ctx.elr_enabled {
         elr_mode(current, target, &live, ctx)
     } else {
@@ -219,8 +257,19 @@ struct Target {
     isr: BTreeSet<BrokerId>,
     unclean: BTreeSet<BrokerId>,
     leader_recovery_state: LeaderRecoveryState,
-    directories: Option<Vec<Option<crate::types::DirectoryId>>>,
+    /// Set when the directories change (always with `replicas`).
+    directories: Option<Vec<Option<DirectoryId>>>,
     preferred: bool,
+    replicas: Vec<BrokerId>,
+    adding: Vec<BrokerId>,
+    removing: Vec<BrokerId>,
+}
+
+impl Target {
+    /// The replication factor the change aims at.
+    fn replication_factor(&self) -> usize {
+        self.replicas.len() - self.removing.len()
+    }
 }
 
 /// The fields of the partition after the change.
@@ -230,7 +279,10 @@ struct Outcome {
     last_known_elr: BTreeSet<BrokerId>,
     leader: Option<BrokerId>,
     leader_recovery_state: LeaderRecoveryState,
-    directories: Option<Vec<Option<crate::types::DirectoryId>>>,
+    directories: Option<Vec<Option<DirectoryId>>>,
+    replicas: Vec<BrokerId>,
+    adding: Vec<BrokerId>,
+    removing: Vec<BrokerId>,
 }
 
 impl From<&PartitionState> for Outcome {
@@ -242,8 +294,119 @@ impl From<&PartitionState> for Outcome {
             leader: p.leader,
             leader_recovery_state: p.leader_recovery_state,
             directories: None,
+            replicas: p.replicas.clone(),
+            adding: p.adding_replicas.clone(),
+            removing: p.removing_replicas.clone(),
         }
     }
+}
+
+/// Starts (or replaces) a reassignment to `replicas` (Kafka's `PartitionReassignmentReplicas`
+/// from the current replicas to the target): the target first, then the replicas it removes.
+fn reassign(
+    current: &PartitionState,
+    target: &mut Target,
+    replicas: &[BrokerId],
+    directories: &[Option<DirectoryId>],
+) {
+    let removing: Vec<BrokerId> = sorted_difference(&current.replicas, replicas);
+    let adding: Vec<BrokerId> = sorted_difference(replicas, &current.replicas);
+    let mut next: Vec<BrokerId> = replicas.to_vec();
+    next.extend(&removing);
+    let dirs = next
+        .iter()
+        .map(|r| match current.replicas.iter().position(|c| c == r) {
+            Some(_) => current.directory_of(*r),
+            None => replicas
+                .iter()
+                .position(|t| t == r)
+                .and_then(|i| directories.get(i).copied().flatten()),
+        })
+        .collect();
+    target.directories = Some(dirs);
+    target.replicas = next;
+    target.adding = adding;
+    target.removing = removing;
+}
+
+/// Cancels the reassignment in progress (Kafka's `PartitionReassignmentRevert`): the replicas
+/// it was adding leave.
+fn cancel_reassignment(current: &PartitionState, target: &mut Target) {
+    let adding: BTreeSet<BrokerId> = current.adding_replicas.iter().copied().collect();
+    target.replicas = current
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !adding.contains(r))
+        .collect();
+    target.directories = Some(
+        target
+            .replicas
+            .iter()
+            .map(|r| current.directory_of(*r))
+            .collect(),
+    );
+    target.isr = &target.isr - &adding;
+    target.adding.clear();
+    target.removing.clear();
+}
+
+/// Whether cancelling `p`'s reassignment keeps every committed record as safe as it is: when an
+/// added replica is in the ISR or the ELR it holds committed data, so the replicas that stay in
+/// the ISR must still meet the min ISR of the original replicas (`configured_min_isr` is
+/// `min.insync.replicas`). Otherwise the cancel would leave fewer copies than the min ISR
+/// promises — at worst none in sync, which Kafka resolves by an unclean election when that is
+/// enabled — and KIP-966's "min ISR - 1 unclean shutdowns lose nothing" would no longer hold.
+pub fn cancel_keeps_committed_data(p: &PartitionState, configured_min_isr: usize) -> bool {
+    let holds_data = p
+        .adding_replicas
+        .iter()
+        .any(|r| p.isr.contains(r) || p.elr.contains(r));
+    if !holds_data {
+        return true;
+    }
+    let kept = p
+        .isr
+        .iter()
+        .filter(|r| !p.adding_replicas.contains(r))
+        .count();
+    let original_rf = p.replicas.len() - p.adding_replicas.len();
+    kept >= effective_min_isr(configured_min_isr, original_rf)
+}
+
+/// Completes a reassignment in progress when every target replica is in the target ISR minus
+/// the removed replicas (Kafka's `maybeCompleteReassignment`).
+fn complete_reassignment(current: &PartitionState, target: &mut Target) {
+    if target.adding.is_empty() && target.removing.is_empty() {
+        return;
+    }
+    let removing: BTreeSet<BrokerId> = target.removing.iter().copied().collect();
+    let isr = &target.isr - &removing;
+    let directories = target
+        .directories
+        .clone()
+        .unwrap_or_else(|| current.directories.clone());
+    let (replicas, directories): (Vec<BrokerId>, Vec<Option<DirectoryId>>) = target
+        .replicas
+        .iter()
+        .copied()
+        .zip(directories)
+        .filter(|(r, _)| !removing.contains(r))
+        .unzip();
+    if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+        return;
+    }
+    target.isr = isr;
+    target.replicas = replicas;
+    target.directories = Some(directories);
+    target.adding.clear();
+    target.removing.clear();
+}
+
+/// The members of `a` not in `b`, ascending (Kafka computes them into a `TreeSet`).
+fn sorted_difference(a: &[BrokerId], b: &[BrokerId]) -> Vec<BrokerId> {
+    let set: BTreeSet<BrokerId> = a.iter().copied().filter(|r| !b.contains(r)).collect();
+    set.into_iter().collect()
 }
 
 fn elr_mode(
@@ -252,8 +415,9 @@ fn elr_mode(
     live: &BTreeSet<BrokerId>,
     ctx: &ChangeContext<'_>,
 ) -> ChangeDecision {
+    let min_isr = effective_min_isr(ctx.configured_min_isr, target.replication_factor());
     let mut isr = target.isr;
-    let (mut elr, mut last_known_elr) = if isr.len() >= ctx.min_isr {
+    let (mut elr, mut last_known_elr) = if isr.len() >= min_isr {
         (BTreeSet::new(), BTreeSet::new())
     } else {
         let was_eligible: BTreeSet<BrokerId> = current.elr.union(&current.isr).copied().collect();
@@ -265,9 +429,12 @@ fn elr_mode(
             .collect();
         (elr, &current.last_known_elr | &lost)
     };
+    // A replica a reassignment (or its cancellation) takes out is in neither.
+    elr.retain(|r| target.replicas.contains(r));
+    last_known_elr.retain(|r| target.replicas.contains(r));
     let valid =
         |r: &BrokerId| live.contains(r) && (isr.contains(r) || (isr.is_empty() && elr.contains(r)));
-    let leader = choose_leader(current, target.preferred, valid);
+    let leader = choose_leader(current, &target.replicas, target.preferred, valid);
     let mut election = election_kind(current.leader, leader, Election::FromIsr);
     if let Some(l) = leader {
         if !isr.contains(&l) {
@@ -278,7 +445,7 @@ fn elr_mode(
             election = Election::FromElr(l);
         }
     }
-    if isr.len() >= ctx.min_isr {
+    if isr.len() >= min_isr {
         elr.clear();
         last_known_elr.clear();
     }
@@ -290,6 +457,9 @@ fn elr_mode(
         leader,
         leader_recovery_state: target.leader_recovery_state,
         directories: target.directories,
+        replicas: target.replicas,
+        adding: target.adding,
+        removing: target.removing,
     };
     finish(current, outcome, Some(election))
 }
@@ -308,10 +478,10 @@ fn classic_mode(
         target.isr
     };
     let valid = |r: &BrokerId| live.contains(r) && isr.contains(r);
-    let leader = choose_leader(current, target.preferred, valid);
+    let leader = choose_leader(current, &target.replicas, target.preferred, valid);
     if leader.is_none() && !target.preferred && ctx.strategy == UncleanRecoveryStrategy::Proactive {
         // unclean.leader.election.enable=true: any live replica, in replica order.
-        if let Some(&r) = current.replicas.iter().find(|r| live.contains(r)) {
+        if let Some(&r) = target.replicas.iter().find(|r| live.contains(r)) {
             let mut decision = elect_unclean(current, r);
             if let Some(delta) = decision.delta.as_mut() {
                 if target.directories.is_some() {
@@ -330,25 +500,30 @@ fn classic_mode(
         leader,
         leader_recovery_state: target.leader_recovery_state,
         directories: target.directories,
+        replicas: target.replicas,
+        adding: target.adding,
+        removing: target.removing,
     };
     finish(current, outcome, Some(election))
 }
 
-/// Election order: (preferred: replicas\[0\]), the current leader, then replica order.
+/// Election order: (preferred: replicas\[0\]), the current leader, then replica order (the
+/// replicas after the change).
 fn choose_leader(
     current: &PartitionState,
+    replicas: &[BrokerId],
     preferred: bool,
     valid: impl Fn(&BrokerId) -> bool,
 ) -> Option<BrokerId> {
     if preferred {
-        if let Some(first) = current.replicas.first().filter(|r| valid(r)) {
+        if let Some(first) = replicas.first().filter(|r| valid(r)) {
             return Some(*first);
         }
     }
     if let Some(leader) = current.leader.filter(|l| valid(l)) {
         return Some(leader);
     }
-    current.replicas.iter().copied().find(|r| valid(r))
+    replicas.iter().copied().find(|r| valid(r))
 }
 
 fn election_kind(
@@ -375,6 +550,9 @@ fn elect_unclean(current: &PartitionState, leader: BrokerId) -> ChangeDecision {
         leader: Some(leader),
         leader_recovery_state: LeaderRecoveryState::Recovering,
         directories: None,
+        replicas: current.replicas.clone(),
+        adding: current.adding_replicas.clone(),
+        removing: current.removing_replicas.clone(),
     };
     let mut decision = finish(current, outcome, None);
     decision.election = if current.leader == Some(leader) {
@@ -461,6 +639,25 @@ fn finish(
         if directories != current.directories {
             delta.directories = Some(directories);
         }
+    }
+    if outcome.replicas != current.replicas {
+        // A replica taken out is fenced by a new leader epoch (Kafka's
+        // `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`).
+        // A leaderless partition is fenced by its next election anyway.
+        let dropped = !current
+            .replicas
+            .iter()
+            .all(|r| outcome.replicas.contains(r));
+        if delta.leader.is_none() && dropped && outcome.leader.is_some() {
+            delta.leader = Some(LeaderChange::from_leader(outcome.leader));
+        }
+        delta.replicas = Some(outcome.replicas);
+    }
+    if outcome.adding != current.adding_replicas {
+        delta.adding_replicas = Some(outcome.adding);
+    }
+    if outcome.removing != current.removing_replicas {
+        delta.removing_replicas = Some(outcome.removing);
     }
     let election = election.unwrap_or(Election::Unchanged);
     if delta.is_empty() {

@@ -57,6 +57,7 @@ fn check(rows: Vec<Row>) {
         let ctx = ChangeContext {
             live: &live,
             min_isr: row.min_isr,
+            configured_min_isr: row.min_isr,
             strategy: row.strategy,
             elr_enabled: row.elr,
         };
@@ -362,7 +363,7 @@ fn unclean_and_manual_elections() {
         },
     ]);
     let live = set(&[3]);
-    let ctx = ChangeContext { live: &live, min_isr: 2, strategy: Manual, elr_enabled: true };
+    let ctx = ChangeContext { live: &live, min_isr: 2, configured_min_isr: 2, strategy: Manual, elr_enabled: true };
     let before = part(&[1, 2, 3], &[], &[], &[1, 2], -1);
     let d = partition_change(&before, &ProposedChange::ElectChosen(BrokerId(3)), &ctx);
     assert_eq!(d.after.leader_recovery_state, LeaderRecoveryState::Recovering);
@@ -444,7 +445,7 @@ fn leader_epoch_bumps_only_when_the_leader_field_changes() {
     // issue 3: "Leader epoch bumps only when the leader field changes; partition epoch on every change."
     let before = part(&[1, 2, 3], &[1, 2, 3], &[], &[], 1);
     let live = set(&[1, 2, 3]);
-    let ctx = ChangeContext { live: &live, min_isr: 2, strategy: Balanced, elr_enabled: true };
+    let ctx = ChangeContext { live: &live, min_isr: 2, configured_min_isr: 2, strategy: Balanced, elr_enabled: true };
     let shrink = ProposedChange::AlterIsr { isr: set(&[1, 2]), leader_recovery_state: LeaderRecoveryState::Recovered };
     let d = partition_change(&before, &shrink, &ctx);
     let delta = d.delta.expect("a change");

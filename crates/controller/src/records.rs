@@ -215,6 +215,16 @@ pub struct PartitionDelta {
     pub leader_recovery_state: Option<LeaderRecoveryState>,
     /// New directory assignment, one entry per replica (`None` = unassigned).
     pub directories: Option<Vec<Option<DirectoryId>>>,
+    /// New replicas (a reassignment starting, completing or cancelled); `directories` is set
+    /// with them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<Vec<BrokerId>>,
+    /// New adding replicas of a reassignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adding_replicas: Option<Vec<BrokerId>>,
+    /// New removing replicas of a reassignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removing_replicas: Option<Vec<BrokerId>>,
     /// An operator started an unclean recovery in this mode (Keel's; see
     /// [`PartitionState::recovery_requested`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,6 +8,9 @@
 //! - a replica the (complete) leader adds to the ISR becomes complete (it caught up);
 //! - an unclean shutdown (restart without clean-shutdown file, or a replaced disk) removes it.
 //!
+//! Events include partition reassignments and their cancellation (issue 24; to four replicas in
+//! the completeness property, whose unclean-shutdown budget is that of four).
+//!
 //! Claim checked (ELR mode, Balanced or Manual, no operator elections): every newly elected
 //! leader is complete — i.e. it was in the last ISR that met min ISR, is a clean ELR member, or
 //! caught up from such a leader — and no unclean recovery or pause ever happens. The same model
@@ -37,10 +40,25 @@ enum Op {
     ElectPreferred,
     RecoveryAnswer(i32, i64, i32),
     RecoveryTimeout,
+    /// AlterPartitionReassignments to these brokers (issue 24); broker 5 is registered but
+    /// never a replica at the start.
+    Reassign(Vec<i32>),
+    CancelReassignment,
 }
 
+/// With `with_min_isr_changes` (the structural property), reassignments to any replication
+/// factor; without (the completeness property, whose unclean-shutdown budget is min ISR - 1 of
+/// four replicas), to four replicas.
 fn op(with_min_isr_changes: bool) -> impl Strategy<Value = Op> {
     let b = 1..=4i32;
+    let sizes = if with_min_isr_changes {
+        1..=5usize
+    } else {
+        4..=4usize
+    };
+    let target = prop::sample::subsequence((1..=5i32).collect::<Vec<_>>(), sizes)
+        .prop_shuffle()
+        .prop_map(Op::Reassign);
     prop_oneof![
         3 => b.clone().prop_map(Op::Fence),
         4 => b.clone().prop_map(Op::Unfence),
@@ -60,6 +78,8 @@ fn op(with_min_isr_changes: bool) -> impl Strategy<Value = Op> {
         1 => Just(Op::ElectPreferred),
         2 => (b, 0..100i64, 0..5i32).prop_map(|(b, leo, e)| Op::RecoveryAnswer(b, leo, e)),
         1 => Just(Op::RecoveryTimeout),
+        1 => target,
+        1 => Just(Op::CancelReassignment),
     ]
 }
 
@@ -87,7 +107,7 @@ fn setup(min_isr: usize, elr: bool, strategy: UncleanRecoveryStrategy) -> Setup 
         fenced: BTreeSet::new(),
         shutting_down: BTreeSet::new(),
         unregistered: BTreeSet::new(),
-        broker_epochs: BTreeMap::new(),
+        broker_epochs: BTreeMap::from([(BrokerId(5), BrokerEpoch(1005))]),
         partition,
     }
 }
@@ -158,6 +178,8 @@ fn apply(h: &mut Harness, op: &Op, unclean_allowed: bool) -> bool {
             h.recovery_answer(BrokerId(*b), Offset(*leo), LeaderEpoch(*e), None, None)
         }
         Op::RecoveryTimeout => h.recovery_timeout(),
+        Op::Reassign(target) => h.reassign(Some(target.iter().copied().map(BrokerId).collect())),
+        Op::CancelReassignment => h.reassign(None),
     };
     let outcome = result.unwrap_or_else(|e| panic!("{op:?} failed: {e}"));
     let unclean_op = matches!(op, Op::UncleanRegister(_) | Op::DirectoryChange(_));
@@ -171,8 +193,17 @@ fn structural_invariants(
 ) -> Result<(), TestCaseError> {
     let p = h.partition();
     let tp = h.tp();
-    let min = h.controller().image().effective_min_isr(tp.topic);
+    let min = h.controller().image().partition_min_isr(tp);
     let replicas: BTreeSet<BrokerId> = p.replicas.iter().copied().collect();
+    prop_assert!(
+        p.last_known_elr.is_subset(&replicas),
+        "LastKnownELR ⊆ replicas: {p:?}"
+    );
+    prop_assert!(
+        p.adding_replicas.iter().all(|r| replicas.contains(r))
+            && p.removing_replicas.iter().all(|r| replicas.contains(r)),
+        "a reassignment's replicas are replicas: {p:?}"
+    );
     prop_assert!(p.isr.is_disjoint(&p.elr), "ISR ∩ ELR = ∅: {p:?}");
     prop_assert!(p.elr.is_subset(&replicas), "ELR ⊆ replicas: {p:?}");
     prop_assert!(
@@ -195,11 +226,19 @@ fn structural_invariants(
         p.partition_epoch >= before.partition_epoch,
         "partition epoch monotonic"
     );
-    if p.leader != before.leader {
+    let dropped = !before.replicas.iter().all(|r| p.replicas.contains(r));
+    if p.leader != before.leader && !dropped {
         prop_assert_eq!(
             p.leader_epoch.0,
             before.leader_epoch.0 + 1,
             "one leader change, one bump"
+        );
+    } else if p.leader != before.leader {
+        // A reassignment completing also bumps the leader epoch to fence the dropped replicas,
+        // in a change of its own when the leader moves later in the same event.
+        prop_assert!(
+            p.leader_epoch > before.leader_epoch,
+            "a leader change bumps"
         );
     } else if p != before {
         prop_assert!(
@@ -255,7 +294,7 @@ fn completeness_holds(min_isr: usize, manual: bool, ops: &[Op]) -> Result<(), Te
             "no unclean recovery needed: {status:?} {p:?}"
         );
         prop_assert!(p.isr.len() + p.elr.len() > 0, "ISR ∪ ELR never empty");
-        if p.isr.len() >= min_isr {
+        if p.isr.len() >= h.controller().image().partition_min_isr(h.tp()) {
             complete = p.isr.clone();
         }
     }

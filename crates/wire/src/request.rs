@@ -17,14 +17,15 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AlterClientQuotasRequest, AlterConfigsRequest,
-    AlterPartitionRequest, AlterUserScramCredentialsRequest, ApiKey, ApiVersionsRequest,
-    BrokerHeartbeatRequest, BrokerRegistrationRequest, CreateAclsRequest, CreatePartitionsRequest,
-    CreateTopicsRequest, DeleteAclsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
-    DescribeAclsRequest, DescribeClientQuotasRequest, DescribeClusterRequest,
-    DescribeConfigsRequest, DescribeLogDirsRequest, DescribeProducersRequest,
-    DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest, ElectLeadersRequest,
-    EnvelopeRequest, FetchRequest, FetchSnapshotRequest, IncrementalAlterConfigsRequest,
-    InitProducerIdRequest, ListConfigResourcesRequest, ListOffsetsRequest, MetadataRequest,
+    AlterPartitionReassignmentsRequest, AlterPartitionRequest, AlterUserScramCredentialsRequest,
+    ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerRegistrationRequest,
+    CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest, DeleteAclsRequest,
+    DeleteRecordsRequest, DeleteTopicsRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
+    DescribeClusterRequest, DescribeConfigsRequest, DescribeLogDirsRequest,
+    DescribeProducersRequest, DescribeTopicPartitionsRequest, DescribeUserScramCredentialsRequest,
+    ElectLeadersRequest, EnvelopeRequest, FetchRequest, FetchSnapshotRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListConfigResourcesRequest,
+    ListOffsetsRequest, ListPartitionReassignmentsRequest, MetadataRequest,
     OffsetForLeaderEpochRequest, ProduceRequest, RequestHeader, SaslAuthenticateRequest,
     SaslHandshakeRequest,
 };
@@ -85,6 +86,8 @@ pub enum Request {
     TxnOffsetCommit(TxnOffsetCommitRequest),
     DescribeTransactions(DescribeTransactionsRequest),
     ListTransactions(ListTransactionsRequest),
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
 }
 
 /// A decoded request body on the controller listener
@@ -110,6 +113,8 @@ pub enum ControllerRequest {
     CreateAcls(CreateAclsRequest),
     DeleteAcls(DeleteAclsRequest),
     AlterClientQuotas(AlterClientQuotasRequest),
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
     /// A client's request forwarded by a broker with the client's principal and address
     /// (Kafka's forwarding, KIP-590).
     Envelope(EnvelopeRequest),
@@ -282,6 +287,12 @@ fn decode_body(api_key: ApiKey, version: i16, buf: &mut Bytes) -> anyhow::Result
             Request::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
         }
         ApiKey::ElectLeaders => Request::ElectLeaders(ElectLeadersRequest::decode(buf, version)?),
+        ApiKey::AlterPartitionReassignments => Request::AlterPartitionReassignments(
+            AlterPartitionReassignmentsRequest::decode(buf, version)?,
+        ),
+        ApiKey::ListPartitionReassignments => Request::ListPartitionReassignments(
+            ListPartitionReassignmentsRequest::decode(buf, version)?,
+        ),
         ApiKey::DescribeCluster => {
             Request::DescribeCluster(DescribeClusterRequest::decode(buf, version)?)
         }
@@ -368,6 +379,12 @@ fn decode_controller_body(
             R::CreatePartitions(CreatePartitionsRequest::decode(buf, version)?)
         }
         ApiKey::ElectLeaders => R::ElectLeaders(ElectLeadersRequest::decode(buf, version)?),
+        ApiKey::AlterPartitionReassignments => R::AlterPartitionReassignments(
+            AlterPartitionReassignmentsRequest::decode(buf, version)?,
+        ),
+        ApiKey::ListPartitionReassignments => {
+            R::ListPartitionReassignments(ListPartitionReassignmentsRequest::decode(buf, version)?)
+        }
         ApiKey::IncrementalAlterConfigs => {
             R::IncrementalAlterConfigs(IncrementalAlterConfigsRequest::decode(buf, version)?)
         }

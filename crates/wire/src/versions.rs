@@ -71,6 +71,8 @@ pub const BROKER_APIS: &[ApiRange] = &[
     range(ApiKey::DeleteGroups, 0, 2),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::AlterPartitionReassignments, 0, 1),
+    range(ApiKey::ListPartitionReassignments, 0, 0),
     range(ApiKey::OffsetDelete, 0, 0),
     range(ApiKey::DescribeClientQuotas, 0, 1),
     range(ApiKey::AlterClientQuotas, 0, 1),
@@ -100,6 +102,8 @@ pub const CONTROLLER_APIS: &[ApiRange] = &[
     range(ApiKey::CreatePartitions, 0, 3),
     range(ApiKey::ElectLeaders, 0, 2),
     range(ApiKey::IncrementalAlterConfigs, 0, 1),
+    range(ApiKey::AlterPartitionReassignments, 0, 1),
+    range(ApiKey::ListPartitionReassignments, 0, 0),
     range(ApiKey::AlterClientQuotas, 0, 1),
     range(ApiKey::DescribeUserScramCredentials, 0, 0),
     range(ApiKey::AlterUserScramCredentials, 0, 0),
@@ -308,6 +312,14 @@ mod tests {
             ApiKey::CreatePartitions => both!(CreatePartitionsRequest, CreatePartitionsResponse),
             ApiKey::DeleteGroups => both!(DeleteGroupsRequest, DeleteGroupsResponse),
             ApiKey::ElectLeaders => both!(ElectLeadersRequest, ElectLeadersResponse),
+            ApiKey::AlterPartitionReassignments => both!(
+                AlterPartitionReassignmentsRequest,
+                AlterPartitionReassignmentsResponse
+            ),
+            ApiKey::ListPartitionReassignments => both!(
+                ListPartitionReassignmentsRequest,
+                ListPartitionReassignmentsResponse
+            ),
             ApiKey::IncrementalAlterConfigs => {
                 both!(
                     IncrementalAlterConfigsRequest,
@@ -426,6 +438,8 @@ mod tests {
         (ApiKey::DeleteGroups, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
+        (ApiKey::AlterPartitionReassignments, 0, 1),
+        (ApiKey::ListPartitionReassignments, 0, 0),
         (ApiKey::OffsetDelete, 0, 0),
         (ApiKey::DescribeClientQuotas, 0, 1),
         (ApiKey::AlterClientQuotas, 0, 1),
@@ -453,6 +467,8 @@ mod tests {
         (ApiKey::CreatePartitions, 0, 3),
         (ApiKey::ElectLeaders, 0, 2),
         (ApiKey::IncrementalAlterConfigs, 0, 1),
+        (ApiKey::AlterPartitionReassignments, 0, 1),
+        (ApiKey::ListPartitionReassignments, 0, 0),
         (ApiKey::AlterClientQuotas, 0, 1),
         (ApiKey::DescribeUserScramCredentials, 0, 0),
         (ApiKey::AlterUserScramCredentials, 0, 0),

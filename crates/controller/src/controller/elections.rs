@@ -163,7 +163,7 @@ impl Controller {
             return;
         };
         let live = batch.scratch.live_brokers();
-        let ctx = context(&batch.scratch, tp.topic, &live);
+        let ctx = context(&batch.scratch, tp, &live);
         if classify(&p, &ctx) != PartitionStatus::NeedsUncleanRecovery {
             batch.push(Record::PartitionChange(PartitionChangeRecord {
                 partition: tp,
@@ -189,7 +189,7 @@ impl Controller {
         let live = batch.scratch.live_brokers();
         let ctx = ChangeContext {
             strategy: UncleanRecoveryStrategy::Proactive,
-            ..context(&batch.scratch, tp.topic, &live)
+            ..context(&batch.scratch, tp, &live)
         };
         let decision =
             crate::partition_change::partition_change(&p, &ProposedChange::Reelect, &ctx);

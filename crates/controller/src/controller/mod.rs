@@ -18,6 +18,7 @@ mod membership;
 mod partitions;
 mod producer_ids;
 mod quotas;
+mod reassignments;
 mod scram;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +37,7 @@ pub use partitions::{
 };
 pub use producer_ids::{ProducerIdBlock, PRODUCER_ID_BLOCK_SIZE};
 pub use quotas::QuotaAlteration;
+pub use reassignments::{list_reassignments, OngoingReassignment, ReassignmentRequest};
 pub use scram::{ScramAlterResult, ScramDeletion, ScramUpsertion};
 
 use crate::config::DEFAULT_BROKER_SESSION_TIMEOUT_MS;
@@ -50,7 +52,7 @@ use crate::records::{PartitionChangeRecord, Record};
 use crate::recovery::{
     batch_commands, Command, RecoveryTask, RecoveryView, UncleanRecoveryManager,
 };
-use crate::types::{BrokerEpoch, BrokerId, MetadataOffset, RecoveryMode, TopicId, TopicPartition};
+use crate::types::{BrokerEpoch, BrokerId, MetadataOffset, RecoveryMode, TopicPartition};
 
 /// Static controller settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -236,7 +238,7 @@ impl Controller {
     pub fn partition_status(&self, tp: TopicPartition) -> Option<PartitionStatus> {
         let p = self.image.partition(tp)?;
         let live = self.image.live_brokers();
-        Some(classify(p, &context(&self.image, tp.topic, &live)))
+        Some(classify(p, &context(&self.image, tp, &live)))
     }
 
     /// Partitions under unclean recovery (KIP-966 `unclean_recovery_partitions_count`).
@@ -255,8 +257,7 @@ impl Controller {
         self.image
             .partitions()
             .filter(|(tp, p)| {
-                classify(p, &context(&self.image, tp.topic, &live))
-                    == PartitionStatus::PausedForOperator
+                classify(p, &context(&self.image, *tp, &live)) == PartitionStatus::PausedForOperator
             })
             .map(|(tp, _)| tp)
             .collect()
@@ -289,7 +290,7 @@ impl Controller {
     ) -> Option<ChangeDecision> {
         let p = batch.partition(tp)?.clone();
         let live = batch.scratch.live_brokers();
-        let decision = partition_change(&p, change, &context(&batch.scratch, tp.topic, &live));
+        let decision = partition_change(&p, change, &context(&batch.scratch, tp, &live));
         if let Some(delta) = &decision.delta {
             batch.push(Record::PartitionChange(PartitionChangeRecord {
                 partition: tp,
@@ -307,7 +308,7 @@ impl Controller {
             return;
         };
         let live = batch.scratch.live_brokers();
-        let ctx = context(&batch.scratch, tp.topic, &live);
+        let ctx = context(&batch.scratch, tp, &live);
         match classify(&p, &ctx) {
             PartitionStatus::Led(_) => {
                 self.recovery.cancel(tp);
@@ -380,7 +381,7 @@ impl Controller {
                 .partitions()
                 .filter(|(tp, _)| self.recovery.task(*tp).is_none())
                 .filter_map(|(tp, p)| {
-                    let ctx = context(&batch.scratch, tp.topic, &live);
+                    let ctx = context(&batch.scratch, tp, &live);
                     (classify(p, &ctx) == PartitionStatus::NeedsUncleanRecovery)
                         .then(|| (tp, recovery_mode(p, ctx.strategy)))
                 })
@@ -426,21 +427,26 @@ impl Controller {
             .collect()
     }
 
-    /// The effective context of one topic for the partition-change function.
-    pub fn context<'a>(&self, topic: TopicId, live: &'a BTreeSet<BrokerId>) -> ChangeContext<'a> {
-        context(&self.image, topic, live)
+    /// The effective context of one partition for the partition-change function.
+    pub fn context<'a>(
+        &self,
+        tp: TopicPartition,
+        live: &'a BTreeSet<BrokerId>,
+    ) -> ChangeContext<'a> {
+        context(&self.image, tp, live)
     }
 }
 
 fn context<'a>(
     image: &ClusterImage,
-    topic: TopicId,
+    tp: TopicPartition,
     live: &'a BTreeSet<BrokerId>,
 ) -> ChangeContext<'a> {
     ChangeContext {
         live,
-        min_isr: image.effective_min_isr(topic),
-        strategy: image.strategy(topic),
+        min_isr: image.partition_min_isr(tp),
+        configured_min_isr: image.configured_min_isr(tp.topic),
+        strategy: image.strategy(tp.topic),
         elr_enabled: image.elr_enabled(),
     }
 }

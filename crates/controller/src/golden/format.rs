@@ -216,6 +216,13 @@ pub enum Event {
     },
     /// Optional extra: every live broker heartbeats, then the controller ticks.
     Tick,
+    /// AlterPartitionReassignments to these replicas (issue 24).
+    Reassign {
+        /// The target replicas, in preference order.
+        replicas: Vec<i32>,
+    },
+    /// AlterPartitionReassignments cancelling the reassignment in progress (issue 24).
+    CancelReassignment,
 }
 
 impl Event {
@@ -240,6 +247,8 @@ impl Event {
             Event::SetStrategy { .. } => "set_strategy",
             Event::Unregister { .. } => "unregister",
             Event::Tick => "tick",
+            Event::Reassign { .. } => "reassign",
+            Event::CancelReassignment => "cancel_reassignment",
         }
     }
 }
@@ -262,6 +271,12 @@ pub struct Expect {
     pub elr: Option<Vec<i32>>,
     /// LastKnownELR (as a set).
     pub last_known_elr: Option<Vec<i32>>,
+    /// Replicas, in order (exact; issue 24).
+    pub replicas: Option<Vec<i32>>,
+    /// A reassignment's adding replicas, in order (exact; issue 24).
+    pub adding: Option<Vec<i32>>,
+    /// A reassignment's removing replicas, in order (exact; issue 24).
+    pub removing: Option<Vec<i32>>,
     /// The Kafka error the step answered, `NONE` for success.
     pub error: Option<String>,
     /// Whether an unclean recovery runs for the partition.

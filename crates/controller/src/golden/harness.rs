@@ -461,6 +461,28 @@ impl Harness {
         Ok(outcome)
     }
 
+    /// An AlterPartitionReassignments request for the partition: to `target`, or (`None`)
+    /// cancelling the one in progress.
+    pub fn reassign(&mut self, target: Option<Vec<BrokerId>>) -> Result<StepOutcome, String> {
+        let request = crate::ReassignmentRequest {
+            topic: TOPIC.to_string(),
+            partition: i32::try_from(self.tp.partition).unwrap_or(i32::MAX),
+            target,
+            allow_replication_factor_change: true,
+        };
+        let output = self
+            .controller
+            .alter_partition_reassignments(&[request], self.now_ms);
+        let (response, records, commands) = self.commit(output)?;
+        let mut outcome = Harness::outcome(records, commands);
+        outcome.error = response
+            .into_iter()
+            .next()
+            .and_then(|r| r.err())
+            .map(|e| e.code);
+        Ok(outcome)
+    }
+
     /// An ElectLeaders request for the partition.
     pub fn elect(&mut self, election: ElectionType) -> Result<StepOutcome, String> {
         let output = self

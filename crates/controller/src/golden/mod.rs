@@ -297,6 +297,10 @@ fn apply(h: &mut Harness, event: &Event) -> Result<StepOutcome, String> {
         Event::SetStrategy { strategy } => h.set_strategy(strategy),
         Event::Unregister { broker } => h.unregister(BrokerId(*broker)),
         Event::Tick => h.tick(),
+        Event::Reassign { replicas } => {
+            h.reassign(Some(replicas.iter().copied().map(BrokerId).collect()))
+        }
+        Event::CancelReassignment => h.reassign(None),
     }
 }
 
@@ -352,6 +356,16 @@ fn compare(h: &Harness, outcome: &StepOutcome, expect: &Expect) -> Vec<String> {
     ] {
         if let Some(want) = want {
             exact(field, show(&ids(want)), show(got));
+        }
+    }
+    for (field, want, got) in [
+        ("replicas", &expect.replicas, &p.replicas),
+        ("adding", &expect.adding, &p.adding_replicas),
+        ("removing", &expect.removing, &p.removing_replicas),
+    ] {
+        if let Some(want) = want {
+            let got: Vec<i32> = got.iter().map(|b| b.0).collect();
+            exact(field, format!("{want:?}"), format!("{got:?}"));
         }
     }
     if let Some(error) = &expect.error {

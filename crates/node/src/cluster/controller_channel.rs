@@ -99,6 +99,12 @@ impl ControllerAnswer for ElectLeadersResponse {
     }
 }
 
+impl ControllerAnswer for keel_wire::kafka_protocol::messages::AlterPartitionReassignmentsResponse {
+    fn not_controller(&self) -> bool {
+        self.error_code == NOT_CONTROLLER
+    }
+}
+
 impl ControllerAnswer for keel_wire::kafka_protocol::messages::AlterClientQuotasResponse {
     fn not_controller(&self) -> bool {
         self.entries.iter().any(|e| e.error_code == NOT_CONTROLLER)

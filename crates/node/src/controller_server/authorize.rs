@@ -12,9 +12,9 @@
 //!   envelope's sender, which must hold CLUSTER_ACTION and then names any principal it likes.
 //! - Any other sender is an admin client talking to the controllers directly
 //!   (`--bootstrap-controller`) and needs what Kafka's controller asks of it: ALTER on the
-//!   cluster for ElectLeaders, AlterUserScramCredentials, CreateAcls, DeleteAcls and (unlike on
-//!   a broker) DescribeCluster; DESCRIBE on the cluster for DescribeAcls and
-//!   DescribeUserScramCredentials; ALTER_CONFIGS on the cluster for AlterClientQuotas; per topic or resource for CreateTopics (CREATE on the
+//!   cluster for ElectLeaders, AlterPartitionReassignments, AlterUserScramCredentials, CreateAcls, DeleteAcls and (unlike on
+//!   a broker) DescribeCluster; DESCRIBE on the cluster for DescribeAcls,
+//!   DescribeUserScramCredentials and ListPartitionReassignments; ALTER_CONFIGS on the cluster for AlterClientQuotas; per topic or resource for CreateTopics (CREATE on the
 //!   cluster or topic), DeleteTopics (DESCRIBE and DELETE), CreatePartitions (ALTER) and
 //!   IncrementalAlterConfigs (ALTER_CONFIGS), the refused items answered with
 //!   TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED and the rest carried out.
@@ -58,11 +58,14 @@ fn cluster_operation(body: &ControllerRequest) -> Option<AclOperation> {
         | R::AllocateProducerIds(_)
         | R::Envelope(_) => Some(AclOperation::ClusterAction),
         R::ElectLeaders(_)
+        | R::AlterPartitionReassignments(_)
         | R::AlterUserScramCredentials(_)
         | R::CreateAcls(_)
         | R::DeleteAcls(_)
         | R::DescribeCluster(_) => Some(AclOperation::Alter),
-        R::DescribeAcls(_) | R::DescribeUserScramCredentials(_) => Some(AclOperation::Describe),
+        R::DescribeAcls(_)
+        | R::DescribeUserScramCredentials(_)
+        | R::ListPartitionReassignments(_) => Some(AclOperation::Describe),
         R::AlterClientQuotas(_) => Some(AclOperation::AlterConfigs),
     }
 }

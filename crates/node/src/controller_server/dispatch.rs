@@ -12,7 +12,7 @@ use super::mutation_quota::{self, Mutator};
 use super::state::{CallError, ControllerHandle};
 use super::{
     acls, alter_partition, configs, describe_cluster, elect_leaders, fetch_snapshot, membership,
-    metadata_fetch, producer_ids, quotas, scram_credentials, topics, Settings,
+    metadata_fetch, producer_ids, quotas, reassignments, scram_credentials, topics, Settings,
 };
 
 /// Why a request got no answer; the connection is closed.
@@ -341,6 +341,22 @@ fn refuse_all(
             id,
             &ApiVersionsResponse::default().with_error_code(code),
         ),
+        R::AlterPartitionReassignments(_) => encode(
+            key,
+            v,
+            id,
+            &AlterPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
+        R::ListPartitionReassignments(_) => encode(
+            key,
+            v,
+            id,
+            &ListPartitionReassignmentsResponse::default()
+                .with_error_code(code)
+                .with_error_message(message()),
+        ),
         R::Envelope(_) => encode(
             key,
             v,
@@ -482,6 +498,12 @@ async fn answer(
             encode(key, v, id, &response)
         }
         R::ElectLeaders(r) => encode(key, v, id, &elect_leaders::handle(handle, r, v).await?),
+        R::AlterPartitionReassignments(r) => {
+            encode(key, v, id, &reassignments::alter(handle, r, v).await?)
+        }
+        R::ListPartitionReassignments(r) => {
+            encode(key, v, id, &reassignments::list(handle, r).await?)
+        }
         R::DescribeCluster(r) => encode(
             key,
             v,

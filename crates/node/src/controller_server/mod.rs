@@ -15,6 +15,7 @@
 //! | `topics` | CreateTopics, DeleteTopics, CreatePartitions |
 //! | `configs` | IncrementalAlterConfigs |
 //! | `elect_leaders` | ElectLeaders |
+//! | `reassignments` | AlterPartitionReassignments, ListPartitionReassignments |
 //! | `describe_cluster` | DescribeCluster (brokers and controller endpoints) |
 //! | `metadata_fetch` | Fetch of `__cluster_metadata-0` with Kafka's long poll |
 //! | `fetch_snapshot` | FetchSnapshot of the newest metadata snapshot (brokers behind the compacted log) |
@@ -44,6 +45,8 @@ mod metadata_fetch;
 pub mod mutation_quota;
 mod producer_ids;
 mod quotas;
+mod reassignments;
+pub use reassignments::list_response as list_reassignments_response;
 mod recovery;
 mod scram_credentials;
 pub mod state;

@@ -25,6 +25,7 @@ mod metadata;
 mod offset_for_leader_epoch;
 mod offsets;
 mod produce;
+mod reassignments;
 pub mod refusals;
 pub(crate) mod replica_log_info;
 pub(crate) mod scram_credentials;
@@ -194,6 +195,12 @@ async fn answer(
         Request::ElectLeaders(r) => {
             encode(&mut elect_leaders::handle(broker, session, r, version).await)?
         }
+        Request::AlterPartitionReassignments(r) => {
+            encode(&mut reassignments::alter(broker, session, r, version).await)?
+        }
+        Request::ListPartitionReassignments(r) => {
+            encode(&mut reassignments::list(broker, session, r))?
+        }
         Request::DescribeCluster(r) => encode(&mut describe_cluster::handle(
             broker, session, r, version, listener,
         ))?,
@@ -290,6 +297,8 @@ macro_rules! throttle_time {
 }
 
 throttle_time!(
+    AlterPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponse,
     ApiVersionsResponse,
     MetadataResponse,
     ProduceResponse,

@@ -350,6 +350,29 @@ impl Refusal for IncrementalAlterConfigsResponse {
     }
 }
 
+impl Refusal for keel_wire::kafka_protocol::messages::AlterPartitionReassignmentsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        first.top(self.error_code, self.error_message.as_ref());
+        for t in &self.responses {
+            for p in &t.partitions {
+                first.see(p.error_code, p.error_message.as_ref(), || {
+                    tp(&t.name.0, p.partition_index)
+                });
+            }
+        }
+        first.0
+    }
+}
+
+impl Refusal for keel_wire::kafka_protocol::messages::ListPartitionReassignmentsResponse {
+    fn refusal(&self) -> Option<Refused> {
+        let mut first = First::default();
+        first.top(self.error_code, self.error_message.as_ref());
+        first.0
+    }
+}
+
 impl Refusal for ElectLeadersResponse {
     fn refusal(&self) -> Option<Refused> {
         let mut first = First::default();
