@@ -592,6 +592,66 @@ pub async fn elect_leader(
     ))
 }
 
+/// An operator's AlterPartitionReassignments (v1) of `tp` to `replicas`, tried on each of
+/// `controllers` until one is not a standby (as `kafka-reassign-partitions.sh
+/// --bootstrap-controller` does); the partition's error code and message.
+pub async fn reassign_partition(
+    net: &SimNetwork,
+    controllers: &[String],
+    tp: &Tp,
+    replicas: &[i32],
+) -> anyhow::Result<(i16, Option<String>)> {
+    use keel_wire::kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use keel_wire::kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    };
+    let request = AlterPartitionReassignmentsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_allow_replication_factor_change(true)
+        .with_topics(vec![ReassignableTopic::default()
+            .with_name(topic_name(&tp.0))
+            .with_partitions(vec![ReassignablePartition::default()
+                .with_partition_index(tp.1)
+                .with_replicas(Some(
+                    replicas.iter().map(|b| BrokerId(*b)).collect(),
+                ))])]);
+    let not_controller = keel_wire::ResponseError::NotController.code();
+    let mut last = anyhow::anyhow!("no controller");
+    for controller in controllers {
+        let answer = async {
+            let mut connection = Connection::connect(net, controller, "keel-sim-operator").await?;
+            let response: AlterPartitionReassignmentsResponse = tokio::time::timeout(
+                Duration::from_secs(35),
+                connection.call_version(ApiKey::AlterPartitionReassignments, 1, &request),
+            )
+            .await
+            .map_err(|_| anyhow::anyhow!("AlterPartitionReassignments was not answered"))??;
+            if response.error_code != 0 {
+                return Ok::<_, anyhow::Error>((response.error_code, None));
+            }
+            let result = response
+                .responses
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.partition_index == tp.1)
+                .ok_or_else(|| anyhow::anyhow!("no result for {}-{}", tp.0, tp.1))?;
+            Ok((
+                result.error_code,
+                result.error_message.as_ref().map(|m| m.to_string()),
+            ))
+        }
+        .await;
+        match answer {
+            Ok((code, _)) if code == not_controller => {}
+            Ok(answer) => return Ok(answer),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// A consumer's Fetch (v12) of `tp` from `offset`, answered at once, at `isolation_level`
 /// (0 read_uncommitted, 1 read_committed).
 pub(crate) fn fetch_request(tp: &Tp, offset: i64, isolation_level: i8) -> FetchRequest {

@@ -44,6 +44,9 @@ const TXN_CONFIGS: &[(&str, &str)] = &[
     ("offsets.topic.num.partitions", "2"),
 ];
 
+/// The share of seeds that reassign partitions (and run four brokers).
+const REASSIGN_SHARE: f64 = 0.3;
+
 /// How a broker's run ends when every log directory failed (`Broker::open`).
 const ALL_DIRS_FAILED: &str = "every log directory failed";
 
@@ -86,6 +89,9 @@ pub struct Swarm {
     pub txn: bool,
     /// That producer speaks transactions v2 (KIP-890 part 2) rather than v1.
     pub txn_v2: bool,
+    /// Partition reassignments among the faults (issue 24), over four brokers instead of
+    /// three: an operator moves a partition of the topic to three brokers drawn at random.
+    pub reassign: bool,
 }
 
 impl Swarm {
@@ -122,6 +128,8 @@ impl Swarm {
             txn: rng.gen_bool(TXN_SHARE),
             // Last again: the v1 workloads stay what they were.
             txn_v2: rng.gen_bool(0.5),
+            // Last again: seeds without reassignments run as before.
+            reassign: rng.gen_bool(REASSIGN_SHARE),
         };
         if !(swarm.kill
             || swarm.power_loss
@@ -152,6 +160,7 @@ impl fmt::Display for Swarm {
             (self.resets, "resets"),
             (self.controller_faults, "controller"),
             (self.disk, "disk"),
+            (self.reassign, "reassign"),
         ] {
             if on {
                 kinds.push(name);
@@ -159,7 +168,7 @@ impl fmt::Display for Swarm {
         }
         write!(
             f,
-            "faults [{}] every ~{}ms, acks=all {:.0}%,{} lossy broker {}, {}, latency {}-{}us, fsync {}us, {} controller{}",
+            "faults [{}] every ~{}ms, acks=all {:.0}%,{} lossy broker {}, {}, latency {}-{}us, fsync {}us, {} controller{}{}",
             kinds.join(" "),
             self.fault_gap.as_millis(),
             self.acks_all_share * 100.0,
@@ -174,7 +183,8 @@ impl fmt::Display for Swarm {
             self.latency.max_us,
             self.fsync_latency.as_micros(),
             self.controllers,
-            if self.controllers == 1 { "" } else { "s" }
+            if self.controllers == 1 { "" } else { "s" },
+            if self.reassign { ", 4 brokers" } else { "" }
         )
     }
 }
@@ -242,7 +252,8 @@ fn run_seed_inner(
     verbose: bool,
     outcome: &mut SeedOutcome,
 ) -> anyhow::Result<()> {
-    let mut config = WorldConfig::new(seed, BROKERS, Mode::Keel);
+    let brokers = if swarm.reassign { BROKERS + 1 } else { BROKERS };
+    let mut config = WorldConfig::new(seed, brokers, Mode::Keel);
     config.latency = swarm.latency;
     config.fsync_latency = swarm.fsync_latency;
     config.controllers = swarm.controllers;
@@ -463,8 +474,11 @@ fn run_seed_inner(
             ids.iter().all(|id| {
                 w.host(&broker_host(*id))
                     .is_ok_and(|h| h.ready.load(Ordering::SeqCst))
-            }) && (0..PARTITIONS as i32)
-                .all(|p| partition_state(&image, TOPIC, p).is_some_and(|s| s.leader.is_some()))
+            }) && (0..PARTITIONS as i32).all(|p| {
+                // Led, and a reassignment in progress completed once every broker is back.
+                partition_state(&image, TOPIC, p)
+                    .is_some_and(|s| s.leader.is_some() && !s.is_reassigning())
+            })
         })?;
         if !available && sim.failures().is_empty() {
             let image = newest_image(&sim.world);
@@ -475,7 +489,10 @@ fn run_seed_inner(
                         .and_then(|i| partition_state(i, TOPIC, p).cloned())
                         .map_or(format!("{TOPIC}-{p}: unknown"), |s| {
                             format!(
-                                "{TOPIC}-{p}: leader {:?} ISR {:?} ELR {:?} last known ELR {:?}",
+                                "{TOPIC}-{p}: replicas {:?} adding {:?} removing {:?} leader {:?} ISR {:?} ELR {:?} last known ELR {:?}",
+                                s.replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                s.adding_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
+                                s.removing_replicas.iter().map(|b| b.0).collect::<Vec<_>>(),
                                 s.leader.map(|b| b.0),
                                 s.isr.iter().map(|b| b.0).collect::<Vec<_>>(),
                                 s.elr.iter().map(|b| b.0).collect::<Vec<_>>(),
@@ -485,7 +502,7 @@ fn run_seed_inner(
                 })
                 .collect();
             outcome.failures.push(format!(
-                "liveness: 60 s after every fault healed, not every broker serves and every partition has a leader: {}",
+                "liveness: 60 s after every fault healed, not every broker serves and every partition has a leader (and no reassignment in progress): {}",
                 states.join("; ")
             ));
         }
@@ -658,6 +675,36 @@ fn inject_disk_fault(sim: &mut Sim, id: i32, rng: &mut StdRng) -> anyhow::Result
     }
 }
 
+/// An operator moves a partition of the topic to three of the brokers, in a random order
+/// (issue 24), sent from the client host without waiting for the answer: the reassignment runs
+/// through whatever faults follow.
+fn reassign(sim: &mut Sim, rng: &mut StdRng) -> anyhow::Result<()> {
+    let mut brokers = sim.world.broker_ids();
+    for i in (1..brokers.len()).rev() {
+        brokers.swap(i, rng.gen_range(0..=i));
+    }
+    brokers.truncate(3);
+    let tp = (TOPIC.to_string(), rng.gen_range(0..PARTITIONS as i32));
+    let controllers: Vec<String> = sim
+        .world
+        .config
+        .controller_hosts()
+        .into_iter()
+        .map(|h| format!("{h}:{}", crate::world::CONTROLLER_PORT))
+        .collect();
+    let now = sim.world.now_us();
+    sim.world
+        .trace
+        .event(now, format!("reassign {}-{} to {brokers:?}", tp.0, tp.1));
+    let net = sim.world.host("client")?.net.clone();
+    sim.world.host("client")?.spawn(async move {
+        // The answer is not awaited by anyone: a refusal (an unregistered or fenced broker is
+        // fine to name; a controller failover loses the request) changes nothing.
+        let _ = crate::client::reassign_partition(&net, &controllers, &tp, &brokers).await;
+    });
+    Ok(())
+}
+
 /// Injects one fault the swarm allows; returns how to undo it and when.
 fn inject(
     sim: &mut Sim,
@@ -674,6 +721,7 @@ fn inject(
         (swarm.partition, 5),
         (swarm.resets, 6),
         (swarm.disk, 7),
+        (swarm.reassign, 8),
     ] {
         if on {
             kinds.push(kind);
@@ -725,6 +773,10 @@ fn inject(
         7 => {
             inject_disk_fault(sim, swarm.lossy_broker, rng)?;
             Some((Undo::HealDisk(swarm.lossy_broker), down_for))
+        }
+        8 => {
+            reassign(sim, rng)?;
+            None
         }
         5 => {
             let others: Vec<String> = sim

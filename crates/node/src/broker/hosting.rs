@@ -434,10 +434,16 @@ impl Broker {
                     let isr_before = leader.isr().clone();
                     commands.extend(leader.on_partition_metadata(&meta, now));
                     self.metrics.count_isr_change(&isr_before, leader.isr());
+                    // A replica a reassignment just added may have registered again while it
+                    // was no replica here: this leader's view of it is then stale.
+                    let old_replicas = old_image.partition(ctp).map(|p| p.replicas.clone());
                     for broker in &meta.replicas {
                         let id = CBrokerId(broker.0);
                         let new = image.broker(id).map(registration);
-                        if *broker != local && old_image.broker(id).map(registration) != new {
+                        let added = old_replicas.as_ref().is_some_and(|r| !r.contains(&id));
+                        if *broker != local
+                            && (added || old_image.broker(id).map(registration) != new)
+                        {
                             commands.extend(leader.on_broker_registration(*broker, new, now));
                         }
                     }
