@@ -405,3 +405,20 @@ def test_kafka_log_dirs_describe(tools, tools_cluster):
         parts = {p["partition"]: p for p in dirs[0]["partitions"]}
         assert sorted(parts) == [f"{topic}-0", f"{topic}-1"], out
         assert all(p["size"] >= 100 * 500 and p["offsetLag"] == 0 and not p["isFuture"] for p in parts.values()), out
+
+
+# -- kafka-features ---------------------------------------------------------------------------
+
+
+def test_kafka_features_describe_lists_what_keel_finalizes(tools_cluster, tools):
+    """`kafka-features describe` (org.apache.kafka.tools.FeatureCommand, ApiVersions v3+
+    features, issue 24): KIP-966's `eligible.leader.replicas.version` finalized at 1 (ELR on)
+    and KIP-890's `transaction.version` at 2, each with the range Keel supports."""
+    run = tools.ok("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server",
+                   tools_cluster.bootstrap, "describe")
+    features = {f["Feature"]: f for f in (_fields(line) for line in run.out.splitlines()) if "Feature" in f}
+    assert set(features) == {"eligible.leader.replicas.version", "transaction.version"}, run.out
+    elr, tv = features["eligible.leader.replicas.version"], features["transaction.version"]
+    assert (elr["SupportedMinVersion"], elr["SupportedMaxVersion"], elr["FinalizedVersionLevel"]) == ("0", "1", "1"), run.out
+    assert (tv["SupportedMinVersion"], tv["SupportedMaxVersion"], tv["FinalizedVersionLevel"]) == ("0", "2", "2"), run.out
+    assert int(elr["Epoch"]) >= 0 and elr["Epoch"] == tv["Epoch"], run.out

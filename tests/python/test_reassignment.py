@@ -8,8 +8,8 @@ cluster of four brokers and three controllers:
   `--verify --preserve-throttles`; every partition ends on [1, 2, 3] in the plan's order with
   all three in the ISR, and every acknowledged record is read back at its offset;
 - KIP-860's `--disallow-replication-factor-change` refusing a plan that shrinks a partition;
-- `--cancel`: a move to a broker that is down stays in progress (`--list` shows the adding
-  replica), the cancel puts the partition back on its replicas and the added one leaves.
+- `--cancel`: a move to a broker that is down stays in progress (`--list` and `keel status`
+  show the adding replica; it is not counted under-replicated), the cancel puts the partition back on its replicas and the added one leaves.
 
 AlterPartitionReassignments (45) is forwarded to the controller; ListPartitionReassignments (46)
 is answered from the broker's metadata.
@@ -18,10 +18,12 @@ is answered from the broker's metadata.
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
 from clients import BackgroundProducer, confluent_consume, confluent_watermarks, unique_topic
+from keel_broker import keel_bin
 from keel_cluster import Cluster
 from test_kafka_tools import KafkaTools, build_tools
 
@@ -129,6 +131,15 @@ def test_a_reassignment_to_a_down_broker_stays_in_progress_and_can_be_cancelled(
     assert f"{topic}-0: replicas: 0,1,3,2. adding: 3. removing: 2." in listed, listed
     state = c.partition_state(topic)[0]
     assert list(state.replicas) == [0, 1, 3, 2] and 3 not in state.isr, state
+    # `keel status` lists the move, and does not count the partition under-replicated: its
+    # original replicas are all in sync (Kafka's replication factor during a reassignment).
+    status = subprocess.run([str(keel_bin()), "status", "--json", "--bootstrap-server", c.bootstrap_of([0])],
+                            capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stdout + status.stderr
+    report = json.loads(status.stdout)
+    assert report["reassigning"] == [{"topic": topic, "partition": 0, "replicas": [0, 1, 3, 2],
+                                      "adding": [3], "removing": [2]}], report
+    assert report["under_replicated"] == [] and report["under_min_isr"] == [], report
 
     # --preserve-throttles: without it the tool also clears each broker's throttle configs, one
     # request per broker, and broker 3 is down (with Kafka too that step would time out).

@@ -953,12 +953,65 @@ struct StatusReport {
     offline: Vec<PartitionInfo>,
     under_min_isr: Vec<PartitionInfo>,
     under_replicated: Vec<PartitionInfo>,
+    /// Partitions being reassigned (issue 24), from ListPartitionReassignments.
+    reassigning: Vec<Reassigning>,
     /// Log directories taken offline (issue 19), from each broker's DescribeLogDirs.
     offline_log_dirs: Vec<LogDirProblem>,
     /// Log directories holding damaged data set aside (quarantine directories).
     quarantined: Vec<LogDirProblem>,
     /// Brokers whose log directories could not be described, and why.
     unreachable: Vec<(i32, String)>,
+}
+
+/// One partition being reassigned: all its replicas (the target's first) and what is being
+/// added and removed.
+#[derive(Debug, Serialize)]
+struct Reassigning {
+    topic: String,
+    partition: i32,
+    replicas: Vec<i32>,
+    adding: Vec<i32>,
+    removing: Vec<i32>,
+}
+
+/// The partitions being reassigned (ListPartitionReassignments, every topic).
+async fn reassignments(conn: &mut Conn) -> anyhow::Result<Vec<Reassigning>> {
+    use keel_wire::kafka_protocol::messages::{
+        ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    };
+    let response: ListPartitionReassignmentsResponse = call(
+        conn,
+        ApiKey::ListPartitionReassignments,
+        0,
+        0,
+        &ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(None),
+    )
+    .await?;
+    if response.error_code != 0 {
+        anyhow::bail!(
+            "ListPartitionReassignments: error {} {}",
+            response.error_code,
+            response.error_message.as_deref().unwrap_or_default()
+        );
+    }
+    let ids = |v: &[keel_wire::kafka_protocol::messages::BrokerId]| v.iter().map(|b| b.0).collect();
+    let mut out: Vec<Reassigning> = response
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| Reassigning {
+                topic: t.name.to_string(),
+                partition: p.partition_index,
+                replicas: ids(&p.replicas),
+                adding: ids(&p.adding_replicas),
+                removing: ids(&p.removing_replicas),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+    Ok(out)
 }
 
 /// One broker's log directory that needs an operator.
@@ -1049,6 +1102,7 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
     let mut topics: Vec<String> = partitions.iter().map(|p| p.topic.clone()).collect();
     topics.dedup();
     let min_isr = min_isr_of(&mut conn, &topics).await?;
+    let reassigning = reassignments(&mut conn).await?;
     let mut report = StatusReport {
         brokers,
         topics: topics.len(),
@@ -1056,20 +1110,29 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
         offline: Vec::new(),
         under_min_isr: Vec::new(),
         under_replicated: Vec::new(),
+        reassigning: Vec::new(),
         offline_log_dirs,
         quarantined,
         unreachable,
     };
     for p in partitions {
         let min = min_isr.get(&p.topic).copied().unwrap_or(1);
+        let moving = reassigning
+            .iter()
+            .find(|r| r.topic == p.topic && r.partition == p.partition);
+        // A partition being reassigned counts its replicas without those being added (Kafka's
+        // replication factor during a reassignment), and its min ISR is that of its target.
+        let replication_factor = p.replicas.len() - moving.map_or(0, |r| r.adding.len());
+        let target = p.replicas.len() - moving.map_or(0, |r| r.removing.len());
         if p.leader < 0 {
             report.offline.push(p);
-        } else if p.isr.len() < min.min(p.replicas.len()) {
+        } else if p.isr.len() < min.min(target) {
             report.under_min_isr.push(p);
-        } else if p.isr.len() < p.replicas.len() {
+        } else if p.isr.len() < replication_factor {
             report.under_replicated.push(p);
         }
     }
+    report.reassigning = reassigning;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
@@ -1130,6 +1193,27 @@ pub async fn status(bootstrap: Bootstrap, args: StatusArgs) -> anyhow::Result<()
         false,
     );
     section("under-replicated", &report.under_replicated, false);
+    if report.reassigning.is_empty() {
+        println!("reassignments in progress: none");
+    } else {
+        println!(
+            "reassignments in progress: {} (kafka-reassign-partitions.sh --list)",
+            report.reassigning.len()
+        );
+        let mut rows = vec![["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"]
+            .map(String::from)
+            .to_vec()];
+        for r in &report.reassigning {
+            rows.push(vec![
+                r.topic.clone(),
+                r.partition.to_string(),
+                dash(&r.replicas),
+                dash(&r.adding),
+                dash(&r.removing),
+            ]);
+        }
+        print!("{}", table(&rows));
+    }
     if report.offline_log_dirs.is_empty() {
         println!("offline log directories: none");
     } else {

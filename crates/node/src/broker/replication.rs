@@ -186,13 +186,27 @@ impl Broker {
     pub fn tick_leaders(&self) {
         let now = self.now();
         let mut counts = PartitionCounts::default();
+        let image = self.image();
         for partition in self.all_partitions() {
             counts.hosted += 1;
+            // Kafka's replication factor of a partition being reassigned, for this gauge: its
+            // original replicas (`OngoingReassignmentState`: the replicas without those being
+            // added, which are not missing from the ISR while they catch up).
+            let adding = u32::try_from(partition.tp.partition)
+                .ok()
+                .and_then(|index| {
+                    image.partition(keel_controller::types::TopicPartition::new(
+                        keel_controller::types::TopicId(partition.topic_id),
+                        index,
+                    ))
+                })
+                .map_or(0, |p| p.adding_replicas.len());
             let commands = match partition.lock_replica().as_leader() {
                 Some(leader) => {
                     counts.led += 1;
-                    counts.under_replicated +=
-                        u64::from(leader.isr().len() < leader.replicas().len());
+                    counts.under_replicated += u64::from(
+                        leader.isr().len() < leader.replicas().len().saturating_sub(adding),
+                    );
                     counts.under_min_isr += u64::from(leader.is_under_min_isr());
                     leader.tick(now)
                 }
